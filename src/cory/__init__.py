@@ -1,0 +1,3 @@
+"""cory: multi-agent RL fine-tuning of language models (CORY, NeurIPS 2024) and its baselines."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,5 @@
+import sys
+
+from cory.cli import main
+
+sys.exit(main())

@@ -1,0 +1,1 @@
+"""Agents: a policy with everything it learns with (optimiser, KL controller, moments...)."""

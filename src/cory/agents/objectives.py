@@ -1,0 +1,92 @@
+"""What each algorithm optimises: its advantages and returns, and its mini-batch loss.
+
+``ppo``            GAE advantages, clipped policy loss + clipped value loss.
+``reinforce_clip`` the CORY authors' REINFORCE: PPO-clip on discounted returns, no value loss.
+``reinforce``      classic REINFORCE: returns minus a moving-average baseline, no clipping.
+``rloo`` / ``grpo`` sequence-level group baselines (several samples per prompt), PPO-clip.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from cory.algorithms.advantages import discounted_returns, gae
+from cory.algorithms.masked import masked_mean, masked_whiten
+from cory.algorithms.ppo import clipped_policy_loss, clipped_value_loss, shape_rewards
+from cory.algorithms.reinforce import MovingAverageBaseline, group_advantages
+from cory.config import AlgorithmConfig, PPOConfig
+from cory.models.policy import PolicyOutput
+from cory.rollout import MiniBatch, Rollout
+
+USES_VALUE_LOSS = {"ppo"}
+
+
+@dataclass
+class Targets:
+    """Per-token advantages and returns of a whole rollout, plus the shaped rewards."""
+
+    advantages: torch.Tensor
+    returns: torch.Tensor
+    rewards: torch.Tensor
+
+
+def compute_targets(
+    algorithm: AlgorithmConfig,
+    ppo: PPOConfig,
+    rollout: Rollout,
+    scores: torch.Tensor,
+    kl_coef: float,
+    baseline: MovingAverageBaseline | None,
+) -> Targets:
+    """Advantages and returns for ``algorithm`` from (transformed) scores and the KL."""
+    mask = rollout.response_mask.float()
+    rewards = shape_rewards(scores, rollout.kl_tokens, mask, kl_coef)
+    name = algorithm.name
+    if name in ("rloo", "grpo"):
+        sequence_reward = rewards.sum(-1)
+        advantage = group_advantages(sequence_reward, algorithm.group_size, kind=name)
+        advantages = advantage[:, None] * mask
+        return Targets(advantages, advantages.clone(), rewards)
+    if ppo.whiten_rewards:
+        rewards = masked_whiten(rewards, mask, shift_mean=False) * mask
+    if name == "ppo":
+        advantages, returns = gae(rewards, rollout.values, mask, ppo.gamma, ppo.lam,
+                                  whiten=ppo.whiten_advantages)
+        return Targets(advantages, returns, rewards)
+    returns = discounted_returns(rewards, mask, ppo.gamma)
+    if name == "reinforce_clip":
+        advantages = masked_whiten(returns, mask) * mask if ppo.whiten_advantages else returns
+        return Targets(advantages, returns, rewards)
+    if name == "reinforce":
+        assert baseline is not None, "reinforce needs a moving-average baseline"
+        sequence_return = returns[:, 0]
+        level = baseline.value if baseline.initialised else sequence_return.mean().item()
+        baseline.update(sequence_return)
+        return Targets((returns - level) * mask, returns, rewards)
+    raise ValueError(f"unknown algorithm {name!r}")
+
+
+def minibatch_loss(
+    algorithm: AlgorithmConfig, ppo: PPOConfig, out: PolicyOutput, batch: MiniBatch
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """The loss to minimise on one mini-batch and the statistics to log about it."""
+    mask = batch.response_mask.float()
+    cliprange = float("inf") if algorithm.name == "reinforce" else ppo.cliprange
+    policy = clipped_policy_loss(out.logprobs, batch.old_logprobs, batch.advantages, mask, cliprange)
+    stats = {
+        "policy_loss": policy.loss.detach(),
+        "clip_fraction": policy.clip_fraction,
+        "approx_kl": policy.approx_kl,
+        "ratio": policy.ratio_mean,
+    }
+    loss = policy.loss
+    if algorithm.name in USES_VALUE_LOSS:
+        value = clipped_value_loss(out.values, batch.old_values, batch.returns, mask, ppo.cliprange_value)
+        loss = loss + ppo.vf_coef * value.loss
+        stats["value_loss"] = value.loss.detach()
+        stats["value_clip_fraction"] = value.clip_fraction
+    if out.entropy is not None:
+        stats["entropy"] = masked_mean(out.entropy, mask)
+    return loss, stats

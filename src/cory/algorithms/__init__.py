@@ -1,0 +1,1 @@
+"""Pure tensor maths for RL fine-tuning: no models, no I/O."""

@@ -1,0 +1,69 @@
+"""``cory train | eval | prepare | experiment | plot | train-rm``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from cory.errors import CoryError
+
+
+def _train(args: argparse.Namespace) -> None:
+    from cory.config import load_config
+    from cory.trainer import Trainer
+
+    config = load_config(args.config, args.overrides)
+    trainer = Trainer(config)
+    try:
+        final = trainer.train()
+    finally:
+        trainer.close()
+    keys = [k for k in ("eval/task_reward", "eval/kl", "eval/system/task_reward") if k in final]
+    print("final evaluation: " + ", ".join(f"{k} = {final[k]:.4f}" for k in keys))
+    print(f"results: {Path(config.output_dir).resolve()}")
+
+
+def _prepare(args: argparse.Namespace) -> None:
+    from cory.models.packaged import converted_folder
+    from cory.rewards.sentiment import REPORT_FILE, ensure_sentiment_classifier
+    from cory.sources import vader_snippets_file
+
+    for name in args.models:
+        print(f"model {name}: {converted_folder(name)}")
+    print(f"IMDB snippets: {vader_snippets_file()}")
+    if not args.skip_classifier:
+        folder = ensure_sentiment_classifier()
+        print(f"sentiment classifier: {folder} ({(folder / REPORT_FILE).read_text().strip()})")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="cory", description="Multi-agent RL fine-tuning of LLMs (CORY).")
+    commands = parser.add_subparsers(dest="command", required=True)
+    train = commands.add_parser("train", help="train with a YAML config")
+    train.add_argument("config", help="YAML config file")
+    train.add_argument("overrides", nargs="*", help="dotted overrides, e.g. ppo.learning_rate=1e-5")
+    train.set_defaults(run=_train)
+    prepare = commands.add_parser("prepare", help="convert packaged models, fetch data, train the "
+                                                   "sentiment classifier (all cached)")
+    prepare.add_argument("--models", nargs="*", default=["smollm2-135m"])
+    prepare.add_argument("--skip-classifier", action="store_true")
+    prepare.set_defaults(run=_prepare)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        args.run(args)
+    except CoryError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

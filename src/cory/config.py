@@ -1,0 +1,345 @@
+"""The typed config tree of a run: YAML + dotted CLI overrides, validated with clear errors.
+
+Names follow TRL's ``PPOConfig`` where the concept is the same, so a TRL config ports by
+reading it. ``load_config`` applies, in order: defaults, the ``method`` preset, the YAML
+file, the CLI overrides; then ``validate`` checks what spans several keys.
+"""
+
+from __future__ import annotations
+
+import string
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from cory.configtree import build, deep_merge, option, parse_override, set_dotted, to_dict
+from cory.errors import ConfigError
+from cory.methods import METHOD_PRESETS, METHODS
+
+TOPOLOGIES = ("single", "pioneer_observer", "chain", "mesh", "star", "random", "independent")
+TASKS = ("imdb", "gsm8k", "arithmetic", "hh", "toy")
+REWARDS = ("sentiment", "hf_classifier", "vader", "exact_match", "reward_model",
+           "target_fraction", "python")
+ALGORITHMS = ("ppo", "reinforce_clip", "reinforce", "rloo", "grpo")
+TEMPLATE_FIELDS = {"query", "answers"}
+
+
+@dataclass
+class GenerationConfig:
+    max_new_tokens: int = option(16, ge=1, help="most tokens per response")
+    min_new_tokens: int = option(0, ge=0, help="EOS is suppressed before this many tokens")
+    length_sampler: list[int] | None = option(
+        None, ge=1, help="[min, max]: each response gets a budget drawn uniformly from it")
+    temperature: float = option(1.0, gt=0)
+    top_k: int = option(0, ge=0, help="0 switches top-k off")
+    top_p: float = option(1.0, gt=0, le=1)
+
+
+@dataclass
+class PPOConfig:
+    learning_rate: float = option(1.41e-5, gt=0)
+    batch_size: int = option(16, ge=1, help="responses per agent per iteration")
+    mini_batch_size: int = option(16, ge=1)
+    gradient_accumulation_steps: int = option(1, ge=1)
+    ppo_epochs: int = option(4, ge=1)
+    init_kl_coef: float = option(0.2, ge=0)
+    adap_kl_ctrl: bool = True
+    target: float = option(6.0, gt=0)
+    horizon: float = option(10000.0, gt=0)
+    gamma: float = option(1.0, ge=0, le=1)
+    lam: float = option(0.95, ge=0, le=1)
+    cliprange: float = option(0.2, gt=0)
+    cliprange_value: float = option(0.2, gt=0)
+    vf_coef: float = option(0.1, ge=0)
+    kl_penalty: Literal["kl", "abs", "mse", "full"] = "kl"
+    use_score_scaling: bool = False
+    use_score_norm: bool = False
+    score_clip: float | None = option(None, gt=0)
+    whiten_rewards: bool = False
+    whiten_advantages: bool = True
+    max_grad_norm: float | None = option(None, gt=0)
+    weight_decay: float = option(0.0, ge=0)
+    adam_eps: float = option(1e-8, gt=0)
+    lr_scheduler: Literal["constant", "linear", "cosine"] = "constant"
+    warmup_steps: int = option(0, ge=0)
+    fused_rollout: bool = option(
+        True, help="take old log-probs and values from generation instead of a second forward")
+
+
+@dataclass
+class AlgorithmConfig:
+    name: Literal["ppo", "reinforce_clip", "reinforce", "rloo", "grpo"] = "ppo"
+    baseline_decay: float = option(0.9, ge=0, lt=1, help="reinforce: moving-average decay")
+    group_size: int = option(4, ge=2, help="rloo / grpo: samples per prompt")
+
+
+@dataclass
+class LoraConfig:
+    enabled: bool = False
+    r: int = option(16, ge=1)
+    alpha: float = option(32.0, gt=0)
+    dropout: float = option(0.0, ge=0, lt=1)
+    target_modules: list[str] | None = option(None, help="null: every linear layer")
+    shared_base: bool = option(True, help="agents of one base model share it, one adapter each")
+
+
+@dataclass
+class AgentsConfig:
+    models: list[str] | None = option(None, help="one model spec per agent (default: model)")
+    lora: LoraConfig = option(LoraConfig)
+
+
+@dataclass
+class TopologyConfig:
+    name: Literal["single", "pioneer_observer", "chain", "mesh", "star", "random",
+                  "independent"] = "single"
+    n_agents: int | None = option(None, ge=1, help="fixed by single (1) and pioneer_observer (2)")
+    edge_prob: float = option(0.5, ge=0, le=1, help="random: chance of each forward edge")
+    seed: int | None = option(None, help="random: graph seed (default: the run seed)")
+    answer: Literal["last", "value"] = option(
+        "last", help="system answer: the last node's, or the one with the highest value")
+
+
+@dataclass
+class CollectiveConfig:
+    lambda_: float = option(1.0, key="lambda", help="R_i = r_i + lambda * sum of the others' r")
+    normalize: bool = option(False, help="z-score each agent's task rewards before mixing")
+
+
+@dataclass
+class RolesConfig:
+    swap_every: int | None = option(5, ge=1, help="rotate roles every K iterations (null: never)")
+
+
+@dataclass
+class ElasticResetConfig:
+    enabled: bool = False
+    decay: float = option(0.995, gt=0, lt=1)
+    reset_freq: int = option(17, ge=1)
+    kl_reference: Literal["reference", "ema"] = "reference"
+
+
+@dataclass
+class TaskConfig:
+    name: Literal["imdb", "gsm8k", "arithmetic", "hh", "toy"] = "imdb"
+    source: str | None = option(None, help="dataset id or local file; null: offline default")
+    test_source: str | None = option(None, help="separate test file or split")
+    n_test: int = option(256, ge=1, help="held-out prompts kept for evaluation")
+    max_prompt_tokens: int = option(256, ge=4, help="longer prompts are cut from the left")
+    query_min_tokens: int = option(2, ge=1, help="imdb: shortest review prefix")
+    query_max_tokens: int = option(8, ge=1, help="imdb: longest review prefix")
+    observer_template: str | None = option(None, help="placeholders {query} and {answers}")
+    answer_separator: str = "\n"
+    chat_template: bool | None = option(None, help="null: use it if the tokenizer has one")
+    few_shot: int = option(0, ge=0, help="gsm8k / arithmetic: solved examples in the prompt")
+    n_train: int = option(2000, ge=1, help="arithmetic / toy: generated training problems")
+    max_operand: int = option(20, ge=1, help="arithmetic: largest operand")
+    target: str = option("a", help="toy: the token whose frequency is rewarded")
+
+
+@dataclass
+class RewardConfig:
+    name: Literal["sentiment", "hf_classifier", "vader", "exact_match", "reward_model",
+                  "target_fraction", "python"] | None = option(None, help="null: the task's")
+    model: str | None = option(None, help="classifier / reward model folder or hub id")
+    label: str = option("POSITIVE", help="hf_classifier: class whose logit is the reward")
+    function: str | None = option(None, help="python: 'module:function'")
+    batch_size: int = option(64, ge=1)
+    format_weight: float = option(0.0, help="gsm8k / arithmetic: bonus for a parsable answer")
+
+
+@dataclass
+class EvalConfig:
+    n_prompts: int = option(64, ge=1)
+    samples_per_prompt: int = option(1, ge=1, help="n for Pass@k")
+    pass_k: list[int] = option([1], ge=1)
+    greedy: bool = False
+    seed: int = 1234
+
+
+@dataclass
+class LogConfig:
+    tensorboard: bool = True
+    progress: bool = True
+    samples_every: int = option(1, ge=1)
+    n_samples: int = option(4, ge=0)
+
+
+@dataclass
+class RayConfig:
+    address: str | None = option(None, help="null: start a local cluster")
+    num_cpus_per_agent: float = option(1.0, ge=0)
+    num_gpus_per_agent: float = option(0.0, ge=0)
+
+
+@dataclass
+class RunConfig:
+    method: str = option("ppo", help="preset: " + ", ".join(METHODS))
+    model: str = option("smollm2-135m", help="model spec shared by every agent")
+    steps: int = option(100, ge=1, help="training iterations")
+    seed: int = 0
+    output_dir: str = "runs/default"
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    dtype: Literal["float32", "bfloat16", "float16"] = "float32"
+    threads: int | None = option(None, ge=1, help="torch CPU threads (null: torch's default)")
+    trust_remote_code: bool = False
+    eval_every: int = option(10, ge=0, help="0: evaluate only at the end")
+    save_every: int = option(0, ge=0, help="checkpoint every N iterations (0: off)")
+    keep_last: int = option(2, ge=1)
+    resume: str | None = option(None, help="'auto' or a checkpoint folder")
+    allow_config_change: list[str] = option(
+        ["steps", "eval_every", "save_every", "keep_last", "log", "resume", "output_dir"],
+        help="top-level keys a resumed run may change")
+    max_consecutive_faults: int = option(3, ge=1)
+    backend: Literal["local", "ray"] = "local"
+    task: TaskConfig = option(TaskConfig)
+    reward: RewardConfig = option(RewardConfig)
+    generation: GenerationConfig = option(GenerationConfig)
+    ppo: PPOConfig = option(PPOConfig)
+    algorithm: AlgorithmConfig = option(AlgorithmConfig)
+    agents: AgentsConfig = option(AgentsConfig)
+    topology: TopologyConfig = option(TopologyConfig)
+    collective: CollectiveConfig = option(CollectiveConfig)
+    roles: RolesConfig = option(RolesConfig)
+    elastic_reset: ElasticResetConfig = option(ElasticResetConfig)
+    eval: EvalConfig = option(EvalConfig)
+    log: LogConfig = option(LogConfig)
+    ray: RayConfig = option(RayConfig)
+
+    @property
+    def n_agents(self) -> int:
+        return n_agents_of(self.topology)
+
+    def agent_models(self) -> list[str]:
+        """The model spec of each agent."""
+        return list(self.agents.models) if self.agents.models else [self.model] * self.n_agents
+
+
+def n_agents_of(topology: TopologyConfig) -> int:
+    fixed = {"single": 1, "pioneer_observer": 2}
+    if topology.name in fixed:
+        return fixed[topology.name]
+    return topology.n_agents if topology.n_agents is not None else 3
+
+
+def template_fields(template: str, key: str) -> set[str]:
+    """The placeholders of a ``str.format`` template; errors name ``key``."""
+    try:
+        names = {name for _, name, _, _ in string.Formatter().parse(template) if name is not None}
+    except ValueError as error:
+        raise ConfigError(f"{key}: not a valid template ({error}); escape braces as {{{{ }}}}") from None
+    unknown = names - TEMPLATE_FIELDS
+    if unknown:
+        raise ConfigError(f"{key}: unknown placeholder(s) {sorted(unknown)}; use {{query}} and {{answers}}")
+    return names
+
+
+def validate(config: RunConfig) -> RunConfig:
+    """Checks that involve several keys. Returns the config for chaining."""
+    from cory.models.registry import check_spec
+
+    ppo = config.ppo
+    per_step = ppo.mini_batch_size * ppo.gradient_accumulation_steps
+    if ppo.batch_size % per_step:
+        raise ConfigError(
+            f"ppo.batch_size ({ppo.batch_size}) must be divisible by ppo.mini_batch_size x "
+            f"ppo.gradient_accumulation_steps ({ppo.mini_batch_size} x "
+            f"{ppo.gradient_accumulation_steps} = {per_step})")
+    if ppo.use_score_norm and not ppo.use_score_scaling:
+        raise ConfigError("ppo.use_score_norm needs ppo.use_score_scaling: true (as in TRL)")
+    if config.algorithm.name in ("rloo", "grpo") and ppo.batch_size % config.algorithm.group_size:
+        raise ConfigError(
+            f"ppo.batch_size ({ppo.batch_size}) must be a multiple of algorithm.group_size "
+            f"({config.algorithm.group_size}) for {config.algorithm.name}")
+    topo = config.topology
+    if topo.name in ("single", "pioneer_observer") and topo.n_agents not in (None, config.n_agents):
+        raise ConfigError(f"topology.n_agents: '{topo.name}' has exactly {config.n_agents} "
+                          f"agent(s), got {topo.n_agents}; remove the key or pick another topology")
+    if topo.name not in ("single",) and config.n_agents < 2:
+        raise ConfigError(f"topology.n_agents: '{topo.name}' needs at least 2 agents, got {config.n_agents}")
+    if config.n_agents > 16:
+        raise ConfigError(f"topology.n_agents: at most 16 agents are supported, got {config.n_agents}")
+    if config.agents.models is not None and len(config.agents.models) != config.n_agents:
+        raise ConfigError(
+            f"agents.models: lists {len(config.agents.models)} model(s) but topology "
+            f"'{topo.name}' has {config.n_agents} agent(s); give one spec per agent")
+    for i, spec in enumerate(config.agent_models()):
+        check_spec(spec, "model" if config.agents.models is None else f"agents.models[{i}]")
+    gen = config.generation
+    if gen.min_new_tokens > gen.max_new_tokens:
+        raise ConfigError(f"generation.min_new_tokens ({gen.min_new_tokens}) exceeds "
+                          f"generation.max_new_tokens ({gen.max_new_tokens})")
+    if gen.length_sampler is not None:
+        if len(gen.length_sampler) != 2 or gen.length_sampler[0] > gen.length_sampler[1]:
+            raise ConfigError(f"generation.length_sampler: expected [min, max] with min <= max, "
+                              f"got {gen.length_sampler}")
+        if gen.length_sampler[1] > gen.max_new_tokens:
+            raise ConfigError(f"generation.length_sampler: max {gen.length_sampler[1]} exceeds "
+                              f"generation.max_new_tokens ({gen.max_new_tokens}); raise that too")
+    task = config.task
+    if task.query_min_tokens > task.query_max_tokens:
+        raise ConfigError(f"task.query_min_tokens ({task.query_min_tokens}) exceeds "
+                          f"task.query_max_tokens ({task.query_max_tokens})")
+    if task.observer_template is not None:
+        if "query" not in template_fields(task.observer_template, "task.observer_template"):
+            raise ConfigError("task.observer_template: must contain {query}, e.g. "
+                              "'Improve this: {query}{answers}\\n{query}'")
+    if config.reward.name == "python" and not config.reward.function:
+        raise ConfigError("reward.function: reward 'python' needs 'module:function'")
+    if config.reward.name == "hf_classifier" and not config.reward.model:
+        raise ConfigError("reward.model: reward 'hf_classifier' needs a classifier folder or hub id")
+    if config.eval.pass_k and max(config.eval.pass_k) > config.eval.samples_per_prompt:
+        raise ConfigError(f"eval.pass_k: k={max(config.eval.pass_k)} exceeds "
+                          f"eval.samples_per_prompt ({config.eval.samples_per_prompt}); raise n")
+    if config.resume not in (None, "auto") and not Path(config.resume).is_dir():
+        raise ConfigError(f"resume: '{config.resume}' is not a checkpoint folder; use 'auto' or a path")
+    if config.device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise ConfigError("device: 'cuda' was requested but no CUDA GPU is visible; "
+                              "use device=cpu or device=auto")
+    if config.dtype == "float16" and config.device != "cuda":
+        raise ConfigError("dtype: float16 needs device=cuda; use float32 or bfloat16 on CPU")
+    return config
+
+
+def read_yaml(path: str | Path) -> dict[str, Any]:
+    """A YAML mapping from ``path``, with errors that name the file."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"config file '{path}' does not exist")
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as error:
+        raise ConfigError(f"config file '{path}' is not valid YAML: {error}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"config file '{path}' is not UTF-8 text") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file '{path}' must hold a mapping of keys, got {type(data).__name__}")
+    return data
+
+
+def resolve(raw: dict[str, Any]) -> RunConfig:
+    """Apply the method preset under ``raw`` and build the validated config."""
+    method = raw.get("method", "ppo")
+    if method not in METHOD_PRESETS:
+        raise ConfigError(f"method: unknown method {method!r}; choose one of {', '.join(METHODS)}")
+    return validate(build(RunConfig, deep_merge(METHOD_PRESETS[method], raw)))
+
+
+def load_config(path: str | Path | None, overrides: list[str] = ()) -> RunConfig:
+    """Defaults < method preset < YAML file at ``path`` < ``key=value`` overrides."""
+    raw = read_yaml(path) if path is not None else {}
+    for text in overrides:
+        parts, value = parse_override(text)
+        set_dotted(raw, parts, value)
+    return resolve(raw)
+
+
+def config_to_yaml(config: RunConfig) -> str:
+    return yaml.safe_dump(to_dict(config), sort_keys=False)

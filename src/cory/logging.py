@@ -1,0 +1,110 @@
+"""Run logs: ``metrics.jsonl`` (one row per iteration), samples, events, TensorBoard, progress.
+
+Each JSONL row is written with one ``write`` of a whole line and flushed, so a crash leaves
+at most an incomplete last line, which readers skip and a resumed run rewrites.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+METRICS_FILE = "metrics.jsonl"
+SAMPLES_FILE = "samples.jsonl"
+EVENTS_FILE = "events.jsonl"
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None if math.isnan(value) else (1e308 if value > 0 else -1e308)
+    return value
+
+
+def json_line(row: dict[str, Any]) -> str:
+    return json.dumps({k: _jsonable(v) for k, v in row.items()}, ensure_ascii=False) + "\n"
+
+
+def read_jsonl_rows(path: Path) -> list[dict[str, Any]]:
+    """Complete rows of a JSONL log (an incomplete last line from a crash is skipped)."""
+    if not path.exists():
+        return []
+    rows = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return rows
+
+
+def write_jsonl_atomic(path: Path, rows: list[dict[str, Any]]) -> None:
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text("".join(json_line(r) for r in rows), encoding="utf-8")
+    partial.replace(path)
+
+
+class RunLogger:
+    """Writes every log of one run directory."""
+
+    def __init__(self, run_dir: Path, total_steps: int, start_step: int = 0,
+                 tensorboard: bool = True, progress: bool = True) -> None:
+        self.run_dir = run_dir
+        self._files = {name: open(run_dir / name, "a", encoding="utf-8")
+                       for name in (METRICS_FILE, SAMPLES_FILE, EVENTS_FILE)}
+        self._writer = None
+        if tensorboard:
+            from torch.utils.tensorboard import SummaryWriter
+
+            self._writer = SummaryWriter(str(run_dir / "tensorboard"), purge_step=start_step or None)
+        self.console = Console(stderr=True)
+        self._progress = None
+        if progress and self.console.is_terminal:
+            self._progress = Progress(
+                TextColumn("[bold]train"), BarColumn(), MofNCompleteColumn(),
+                TextColumn("{task.fields[status]}"), TimeRemainingColumn(), console=self.console)
+            self._task = self._progress.add_task("train", total=total_steps, completed=start_step,
+                                                 status="")
+            self._progress.start()
+        self._plain = progress and self._progress is None
+
+    def _append(self, name: str, row: dict[str, Any]) -> None:
+        handle = self._files[name]
+        handle.write(json_line(row))
+        handle.flush()
+
+    def metrics(self, step: int, row: dict[str, Any]) -> None:
+        self._append(METRICS_FILE, row)
+        if self._writer is not None:
+            for key, value in row.items():
+                if isinstance(value, (int, float)) and not isinstance(value, bool) and key != "step":
+                    self._writer.add_scalar(key, value, step)
+        status = f"reward {row.get('task_reward', float('nan')):+.3f}  kl {row.get('kl', float('nan')):.3f}"
+        if "eval/task_reward" in row:
+            status += f"  eval {row['eval/task_reward']:+.3f}"
+        if self._progress is not None:
+            self._progress.update(self._task, completed=step + 1, status=status)
+        elif self._plain:
+            self.console.print(f"step {step + 1}: {status}", highlight=False)
+
+    def samples(self, rows: list[dict[str, Any]]) -> None:
+        for row in rows:
+            self._append(SAMPLES_FILE, row)
+
+    def event(self, step: int, kind: str, **details: Any) -> None:
+        self._append(EVENTS_FILE, {"step": step, "event": kind, **details})
+
+    def message(self, text: str) -> None:
+        self.console.print(text, highlight=False)
+
+    def close(self) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+        if self._writer is not None:
+            self._writer.close()
+        for handle in self._files.values():
+            handle.close()

@@ -1,0 +1,52 @@
+"""Method presets: the config values that make a method, applied below the user's config.
+
+Resolution order, later wins: dataclass defaults < preset of ``method`` < YAML < CLI.
+Every method is the same trainer loop; a preset only picks the topology, the reward
+mixing and the per-agent algorithm.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+METHOD_PRESETS: dict[str, dict[str, Any]] = {
+    # Single-agent PPO (TRL semantics).
+    "ppo": {"topology": {"name": "single"}, "algorithm": {"name": "ppo"}},
+    # CORY: pioneer -> observer, collective reward with lambda = 1, roles swap every 5.
+    "cory": {
+        "topology": {"name": "pioneer_observer"},
+        "collective": {"lambda": 1.0},
+        "roles": {"swap_every": 5},
+        "algorithm": {"name": "ppo"},
+    },
+    # REINFORCE as in the CORY authors' TRL fork: PPO-clip on returns, no value loss.
+    "reinforce": {"topology": {"name": "single"}, "algorithm": {"name": "reinforce_clip"}},
+    # Classic REINFORCE with a moving-average baseline.
+    "reinforce_baseline": {"topology": {"name": "single"}, "algorithm": {"name": "reinforce"}},
+    # Group baselines: several samples per prompt.
+    "rloo": {"topology": {"name": "single"}, "algorithm": {"name": "rloo"}},
+    "grpo": {"topology": {"name": "single"}, "algorithm": {"name": "grpo"}},
+    # Elastic Reset (Noukhovitch et al., 2023), with the CORY rebuttal's setting.
+    "elastic_reset": {
+        "topology": {"name": "single"},
+        "algorithm": {"name": "ppo"},
+        "elastic_reset": {"enabled": True, "decay": 0.995, "reset_freq": 17},
+        "ppo": {"init_kl_coef": 0.001},
+    },
+    # MoE baseline: two independent PPO agents; the system keeps the higher-value answer.
+    "moe": {
+        "topology": {"name": "independent", "n_agents": 2, "answer": "value"},
+        "collective": {"lambda": 0.0},
+        "roles": {"swap_every": None},
+        "algorithm": {"name": "ppo"},
+    },
+    # CORY generalised to a chain of three agents.
+    "cory_chain": {
+        "topology": {"name": "chain", "n_agents": 3},
+        "collective": {"lambda": 1.0},
+        "roles": {"swap_every": 5},
+        "algorithm": {"name": "ppo"},
+    },
+}
+
+METHODS: tuple[str, ...] = tuple(METHOD_PRESETS)

@@ -1,0 +1,1 @@
+"""Language models: loading by spec, the policy with its value head, and sampling."""

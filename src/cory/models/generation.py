@@ -1,0 +1,131 @@
+"""Batched sampling with a KV cache, left-padded prompts and right-padded responses.
+
+The sampler records, for every sampled token, its log-prob under the policy (the LM's
+distribution at the sampling temperature, before top-k / top-p / min-length filtering) and
+the value of the state before it, so the rollout needs no second policy forward.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from transformers import PreTrainedModel
+
+from cory.models.policy import ValueHead, token_logprobs
+
+
+@dataclass(frozen=True)
+class SamplingSettings:
+    """How to sample: ``top_k = 0`` and ``top_p = 1`` switch those filters off."""
+
+    max_new_tokens: int = 16
+    min_new_tokens: int = 0
+    temperature: float = 1.0
+    top_k: int = 0
+    top_p: float = 1.0
+    greedy: bool = False
+
+
+@dataclass
+class Generation:
+    """A sampled batch. ``response_mask`` covers the tokens up to and including EOS."""
+
+    query_ids: torch.Tensor
+    query_mask: torch.Tensor
+    response_ids: torch.Tensor
+    response_mask: torch.Tensor
+    logprobs: torch.Tensor
+    values: torch.Tensor
+    hit_length_limit: torch.Tensor  # [batch] bool: stopped by the budget, not by EOS
+
+
+def filter_logits(logits: torch.Tensor, settings: SamplingSettings) -> torch.Tensor:
+    """Apply temperature, top-k and top-p (nucleus) filtering to ``[batch, vocab]`` logits."""
+    logits = logits / settings.temperature
+    if 0 < settings.top_k < logits.shape[-1]:
+        kth = torch.topk(logits, settings.top_k, dim=-1).values[:, -1:]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    if settings.top_p < 1.0:
+        sorted_logits, order = torch.sort(logits, descending=True, dim=-1)
+        cumulative = torch.softmax(sorted_logits, dim=-1).cumsum(-1)
+        # Drop a token once the mass before it already reaches top_p; the first always stays.
+        drop_sorted = (cumulative - torch.softmax(sorted_logits, dim=-1)) >= settings.top_p
+        drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
+        logits = logits.masked_fill(drop, float("-inf"))
+    return logits
+
+
+@torch.no_grad()
+def sample(
+    lm: PreTrainedModel,
+    query_ids: torch.Tensor,
+    query_mask: torch.Tensor,
+    settings: SamplingSettings,
+    stop_ids: list[int],
+    pad_id: int,
+    generator: torch.Generator | None = None,
+    value_head: ValueHead | None = None,
+    max_new_per_row: torch.Tensor | None = None,
+) -> Generation:
+    """Sample continuations of a left-padded batch of prompts.
+
+    ``max_new_per_row`` optionally gives each row its own token budget (a length sampler);
+    it must not exceed ``settings.max_new_tokens``.
+    """
+    batch = query_ids.shape[0]
+    device = query_ids.device
+    budget = (
+        max_new_per_row.to(device)
+        if max_new_per_row is not None
+        else torch.full((batch,), settings.max_new_tokens, device=device)
+    )
+    stop = torch.tensor(stop_ids, device=device)
+    attention = query_mask.clone()
+    positions = (attention.long().cumsum(-1) - 1).clamp(min=0)
+    next_position = positions[:, -1:] + 1
+    finished = torch.zeros(batch, dtype=torch.bool, device=device)
+    hit_limit = torch.zeros_like(finished)
+    tokens, masks, logprobs, values = [], [], [], []
+
+    out = lm(input_ids=query_ids, attention_mask=attention, position_ids=positions, use_cache=True,
+             logits_to_keep=1, output_hidden_states=value_head is not None)
+    for step in range(int(budget.max())):
+        logits = out.logits[:, -1].float()
+        if value_head is not None:
+            values.append(value_head(out.hidden_states[-1][:, -1]).float())
+        candidates = logits.clone()
+        if step < settings.min_new_tokens:
+            candidates[:, stop] = float("-inf")
+        if settings.greedy:
+            token = candidates.argmax(-1)
+        else:
+            probs = torch.softmax(filter_logits(candidates, settings), dim=-1)
+            token = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+        token = torch.where(finished, torch.full_like(token, pad_id), token)
+        logprobs.append(token_logprobs(logits / settings.temperature, token))
+        tokens.append(token)
+        masks.append(~finished)
+        is_stop = torch.isin(token, stop)
+        out_of_budget = step + 1 >= budget
+        hit_limit |= ~finished & out_of_budget & ~is_stop
+        finished = finished | is_stop | out_of_budget
+        if bool(finished.all()):
+            break
+        attention = torch.cat([attention, torch.ones_like(attention[:, :1])], dim=1)
+        out = lm(input_ids=token[:, None], attention_mask=attention, position_ids=next_position,
+                 cache=out.cache, use_cache=True, logits_to_keep=1,
+                 output_hidden_states=value_head is not None)
+        next_position = next_position + 1
+
+    response_mask = torch.stack(masks, dim=1).to(query_mask.dtype)
+    zeros = torch.zeros_like(response_mask, dtype=torch.float32)
+    return Generation(
+        query_ids=query_ids,
+        query_mask=query_mask,
+        response_ids=torch.stack(tokens, dim=1),
+        response_mask=response_mask,
+        logprobs=torch.stack(logprobs, dim=1) * response_mask,
+        values=torch.stack(values, dim=1) * response_mask if values else zeros,
+        hit_length_limit=hit_limit,
+    )

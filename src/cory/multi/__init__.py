@@ -1,0 +1,1 @@
+"""Several agents: who sees whose answer, how rewards mix, who plays which role."""

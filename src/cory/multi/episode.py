@@ -1,0 +1,73 @@
+"""One pass of the topology over a batch of queries: who answers what, in which order."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from cory.agents.agent import Reply
+from cory.multi.moe import select_by_value
+from cory.multi.topology import Topology
+from cory.rewards.base import RewardFunction, score_safely
+from cory.tasks.base import Prompt, Task
+
+
+@dataclass
+class Episode:
+    """Every role's prompts and replies for one batch of queries, and their task rewards."""
+
+    queries: list[Prompt]
+    agent_for_role: list[int]
+    prompts: list[list[str]]  # [role][query]
+    replies: list[Reply]  # [role]
+    task_rewards: torch.Tensor | None = None  # [role, query]
+
+    @property
+    def n_roles(self) -> int:
+        return len(self.replies)
+
+    def values(self) -> torch.Tensor:
+        return torch.tensor([reply.values for reply in self.replies])
+
+    def kl(self) -> torch.Tensor:
+        return torch.tensor([reply.kl for reply in self.replies])
+
+
+def run_episode(agents, topology: Topology, agent_for_role: list[int], task: Task,
+                queries: list[Prompt], step: int, phase: str = "train", greedy: bool = False,
+                keep: bool = True) -> Episode:
+    """Let every role answer, level by level; roles of one level are asked together."""
+    prompts: list[list[str] | None] = [None] * topology.n_roles
+    replies: list[Reply | None] = [None] * topology.n_roles
+    for level in topology.levels():
+        calls = {}
+        for role in level:
+            parents = topology.parents[role]
+            if parents:
+                role_prompts = [task.observer_prompt(q, [replies[p].texts[i] for p in parents])
+                                for i, q in enumerate(queries)]
+            else:
+                role_prompts = [q.query for q in queries]
+            prompts[role] = role_prompts
+            calls[agent_for_role[role]] = (role_prompts, step, phase, greedy, keep)
+        answered = agents.call("generate", calls)
+        for role in level:
+            replies[role] = answered[agent_for_role[role]]
+    return Episode(queries, agent_for_role, prompts, replies)
+
+
+def score_episode(episode: Episode, reward: RewardFunction) -> torch.Tensor:
+    """Task reward of every role's answer, on (query, answer), in one batched call."""
+    flat_prompts = [q for _ in episode.replies for q in episode.queries]
+    flat_responses = [text for reply in episode.replies for text in reply.texts]
+    scores = score_safely(reward, flat_prompts, flat_responses)
+    episode.task_rewards = torch.tensor(scores, dtype=torch.float32).view(episode.n_roles, -1)
+    return episode.task_rewards
+
+
+def system_choice(episode: Episode, answer: str) -> torch.Tensor:
+    """Per query, the role whose answer is the system's: the last role, or the highest value."""
+    if answer == "value":
+        return select_by_value(episode.values())
+    return torch.full((len(episode.queries),), episode.n_roles - 1, dtype=torch.long)

@@ -1,0 +1,34 @@
+"""Role exchange: which agent plays which role at each iteration.
+
+Exchange moves labels, never weights: agents keep their optimiser state, KL controller,
+reward moments and EMA. With N roles the mapping rotates by one every ``swap_every``
+iterations; for CORY's two roles that is a swap.
+"""
+
+from __future__ import annotations
+
+
+class RoleSchedule:
+    """``agent_for_role(step)[r]`` is the index of the agent playing role ``r``."""
+
+    def __init__(self, n_agents: int, swap_every: int | None) -> None:
+        self.n_agents = n_agents
+        self.swap_every = swap_every
+
+    def swaps_before(self, step: int) -> int:
+        """How many exchanges happened before iteration ``step`` (0-based)."""
+        if not self.swap_every or self.n_agents < 2:
+            return 0
+        return step // self.swap_every
+
+    def agent_for_role(self, step: int) -> list[int]:
+        shift = self.swaps_before(step) % self.n_agents
+        return [(role + shift) % self.n_agents for role in range(self.n_agents)]
+
+    def role_of_agent(self, step: int) -> list[int]:
+        """The inverse mapping: the role each agent plays at ``step``."""
+        mapping = self.agent_for_role(step)
+        roles = [0] * self.n_agents
+        for role, agent in enumerate(mapping):
+            roles[agent] = role
+        return roles

@@ -1,0 +1,50 @@
+"""Rewards by name: sentiment classifier, HF classifier, VADER, exact match, reward model..."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+
+from cory.config import RunConfig
+from cory.rewards.base import RewardError, RewardFunction, score_safely
+
+__all__ = ["RewardError", "RewardFunction", "build_reward", "score_safely"]
+
+
+def build_reward(config: RunConfig, default: str, device: torch.device | str = "cpu",
+                 log: Callable[[str], None] = print) -> RewardFunction:
+    """The reward named by ``config.reward.name`` (or the task's ``default``)."""
+    reward = config.reward
+    name = reward.name or default
+    if name == "target_fraction":
+        from cory.rewards.simple import TargetFraction
+
+        return TargetFraction(config.task.target)
+    if name == "vader":
+        from cory.rewards.simple import VaderReward
+
+        return VaderReward()
+    if name == "python":
+        from cory.rewards.simple import PythonReward
+
+        return PythonReward(reward.function or "")
+    if name in ("sentiment", "hf_classifier", "reward_model"):
+        from cory.rewards.classifier import ClassifierReward
+
+        source = reward.model
+        if source is None and name == "sentiment":
+            from cory.rewards.sentiment import ensure_sentiment_classifier
+
+            source = str(ensure_sentiment_classifier(log))
+        if source is None and name == "reward_model":
+            from cory.rewards.reward_model import default_reward_model
+
+            source = str(default_reward_model(config.task.name))
+        return ClassifierReward(source, reward.label, reward.batch_size, device,
+                                trust_remote_code=config.trust_remote_code)
+    if name == "exact_match":
+        from cory.rewards.exact_match import ExactMatchReward
+
+        return ExactMatchReward(format_weight=reward.format_weight)
+    raise ValueError(f"unknown reward {name!r}")

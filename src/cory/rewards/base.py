@@ -1,0 +1,39 @@
+"""The reward interface: score each (prompt, response) pair with one number."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from cory.errors import CoryError
+from cory.tasks.base import Prompt
+
+
+class RewardFunction(Protocol):
+    def __call__(self, prompts: list[Prompt], responses: list[str]) -> list[float]: ...
+
+
+class RewardError(CoryError):
+    """A reward function raised; the message names the sample that made it fail."""
+
+
+def score_safely(reward: RewardFunction, prompts: list[Prompt], responses: list[str]) -> list[float]:
+    """Call ``reward``; if it raises, find the first failing sample and name it."""
+    try:
+        scores = list(reward(prompts, responses))
+    except Exception as batch_error:
+        for prompt, response in zip(prompts, responses):
+            try:
+                reward([prompt], [response])
+            except Exception as error:
+                raise RewardError(
+                    f"the reward function failed on query {prompt.query!r} with response "
+                    f"{response!r}: {type(error).__name__}: {error}") from error
+        raise RewardError(f"the reward function failed on the batch: "
+                          f"{type(batch_error).__name__}: {batch_error}") from batch_error
+    if len(scores) != len(responses):
+        raise RewardError(f"the reward function returned {len(scores)} scores for "
+                          f"{len(responses)} responses")
+    try:
+        return [float(s) for s in scores]
+    except (TypeError, ValueError) as error:
+        raise RewardError(f"the reward function returned a non-number: {error}") from None

@@ -1,0 +1,61 @@
+"""Rewards from a sequence-classification model: a class logit, or a reward model's scalar.
+
+With ``lvwerra/distilbert-imdb`` and label ``POSITIVE`` this is the paper's IMDB reward.
+A Bradley-Terry reward model (one output) is scored the same way.
+"""
+
+from __future__ import annotations
+
+import torch
+from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+from cory.errors import ConfigError, CoryError
+from cory.tasks.base import Prompt
+
+
+def label_index(id2label: dict[int, str], label: str, source: str) -> int:
+    """The output index of ``label`` (case-insensitive; an integer string also works)."""
+    for index, name in id2label.items():
+        if str(name).lower() == label.lower():
+            return int(index)
+    if label.isdigit() and int(label) in id2label:
+        return int(label)
+    raise ConfigError(f"reward.label: '{source}' has no label {label!r}; "
+                      f"its labels are {sorted(id2label.values())}")
+
+
+class ClassifierReward:
+    """Logit of one class (or the single output) for the text ``query + response``."""
+
+    def __init__(self, source: str, label: str = "POSITIVE", batch_size: int = 64,
+                 device: str | torch.device = "cpu", max_length: int = 512,
+                 trust_remote_code: bool = False) -> None:
+        try:
+            self.tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=trust_remote_code)
+            self.model = AutoModelForSequenceClassification.from_pretrained(
+                source, trust_remote_code=trust_remote_code).to(device).eval()
+        except OSError as error:
+            raise CoryError(f"could not load the reward model '{source}': {error}\n"
+                            "Use a local folder offline (reward.model).") from None
+        n_outputs = self.model.config.num_labels
+        self.index = 0 if n_outputs == 1 else label_index(self.model.config.id2label, label, source)
+        self.batch_size = batch_size
+        self.device = device
+        self.max_length = min(max_length, getattr(self.tokenizer, "model_max_length", max_length))
+
+    @torch.inference_mode()
+    def score_texts(self, texts: list[str]) -> list[float]:
+        scores: list[float] = []
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))  # less padding
+        for start in range(0, len(texts), self.batch_size):
+            chunk = [texts[i] for i in order[start:start + self.batch_size]]
+            encoded = self.tokenizer(chunk, padding=True, truncation=True,
+                                     max_length=self.max_length, return_tensors="pt").to(self.device)
+            scores.extend(self.model(**encoded).logits[:, self.index].float().tolist())
+        result = [0.0] * len(texts)
+        for position, i in enumerate(order):
+            result[i] = scores[position]
+        return result
+
+    def __call__(self, prompts: list[Prompt], responses: list[str]) -> list[float]:
+        return self.score_texts([p.query + r for p, r in zip(prompts, responses)])

@@ -1,0 +1,73 @@
+"""One agent's rollout of one iteration: token ids, masks and per-token statistics."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+
+import torch
+
+
+@dataclass
+class Rollout:
+    """Queries are left-padded, responses right-padded; per-token tensors are ``[B, R]``."""
+
+    query_ids: torch.Tensor
+    query_mask: torch.Tensor
+    response_ids: torch.Tensor
+    response_mask: torch.Tensor
+    logprobs: torch.Tensor
+    values: torch.Tensor
+    ref_logprobs: torch.Tensor
+    kl_tokens: torch.Tensor  # the configured KL estimator at each token (for the penalty)
+
+    @property
+    def size(self) -> int:
+        return self.query_ids.shape[0]
+
+    def kl_sum(self) -> torch.Tensor:
+        """``sum_t (log p - log p_ref)`` per sequence: the KL the paper reports."""
+        return ((self.logprobs - self.ref_logprobs) * self.response_mask).sum(-1)
+
+    def last_values(self) -> torch.Tensor:
+        """The value estimate at each response's last token."""
+        last = (self.response_mask.sum(-1).long() - 1).clamp(min=0)
+        return self.values[torch.arange(self.size), last]
+
+
+def trim_padding(query_ids: torch.Tensor, query_mask: torch.Tensor, response_mask: torch.Tensor
+                 ) -> tuple[slice, slice]:
+    """Column slices that drop query columns padded in every row and response columns
+    after the longest response."""
+    query_start = int((query_mask.sum(0) > 0).int().argmax()) if query_mask.any() else 0
+    response_end = max(int(response_mask.sum(-1).max()), 1)
+    return slice(query_start, query_ids.shape[1]), slice(0, response_end)
+
+
+@dataclass
+class MiniBatch:
+    """Rows of a rollout plus their advantages and returns, with padding trimmed."""
+
+    query_ids: torch.Tensor
+    query_mask: torch.Tensor
+    response_ids: torch.Tensor
+    response_mask: torch.Tensor
+    old_logprobs: torch.Tensor
+    old_values: torch.Tensor
+    advantages: torch.Tensor
+    returns: torch.Tensor
+
+    @classmethod
+    def take(cls, rollout: Rollout, rows: torch.Tensor, advantages: torch.Tensor,
+             returns: torch.Tensor, trim: bool = True) -> "MiniBatch":
+        batch = cls(rollout.query_ids[rows], rollout.query_mask[rows], rollout.response_ids[rows],
+                    rollout.response_mask[rows], rollout.logprobs[rows], rollout.values[rows],
+                    advantages[rows], returns[rows])
+        if not trim:
+            return batch
+        query_cols, response_cols = trim_padding(batch.query_ids, batch.query_mask, batch.response_mask)
+        trimmed = {}
+        for field in fields(cls):
+            tensor = getattr(batch, field.name)
+            cols = query_cols if field.name.startswith("query") else response_cols
+            trimmed[field.name] = tensor[:, cols]
+        return replace(batch, **trimmed)

@@ -1,0 +1,35 @@
+"""Tasks: prompts, a default reward and an observer template, built by name."""
+
+from __future__ import annotations
+
+from transformers import PreTrainedTokenizerBase
+
+from cory.config import TaskConfig
+from cory.tasks.base import Prompt, Task
+
+__all__ = ["Prompt", "Task", "build_task"]
+
+
+def build_task(config: TaskConfig, tokenizer: PreTrainedTokenizerBase) -> Task:
+    """The task named by ``config.name``; ``tokenizer`` cuts review prefixes for imdb."""
+    if config.name == "imdb":
+        from cory.tasks.imdb import build_imdb
+
+        return build_imdb(config, tokenizer)
+    if config.name == "toy":
+        from cory.tasks.toy import build_toy
+
+        return build_toy(config)
+    if config.name == "gsm8k":
+        from cory.tasks.gsm8k import build_gsm8k
+
+        return build_gsm8k(config)
+    if config.name == "arithmetic":
+        from cory.tasks.arithmetic import build_arithmetic
+
+        return build_arithmetic(config)
+    if config.name == "hh":
+        from cory.tasks.hh import build_hh
+
+        return build_hh(config)
+    raise ValueError(f"unknown task {config.name!r}")

@@ -1,0 +1,54 @@
+"""A task: training and test prompts, the default reward, and the observer's template."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Callable
+
+from cory.errors import CoryError
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """A query, and the gold final answer where the task has one."""
+
+    query: str
+    answer: str | None = None
+
+
+@dataclass
+class Task:
+    """What the trainer needs from a task."""
+
+    name: str
+    train: list[Prompt]
+    test: list[Prompt]
+    default_reward: str
+    observer_template: str
+    answer_separator: str = "\n"
+    chat: bool = False  # whether prompts are chat messages (formatted by each agent's template)
+    checker: Callable[[list[Prompt], list[str]], list[bool]] | None = None  # correct answers
+
+    def __post_init__(self) -> None:
+        if not self.train:
+            raise CoryError(f"task '{self.name}': no training prompts; check task.source")
+        if not self.test:
+            raise CoryError(f"task '{self.name}': no test prompts; lower task.n_test or add data")
+
+    @property
+    def has_answers(self) -> bool:
+        return self.test[0].answer is not None
+
+    def observer_prompt(self, prompt: Prompt, answers: list[str]) -> str:
+        """The prompt of a role that sees earlier ``answers`` to ``prompt``."""
+        return self.observer_template.format(query=prompt.query,
+                                             answers=self.answer_separator.join(answers))
+
+
+def split_train_test(items: list, n_test: int, seed: int = 0) -> tuple[list, list]:
+    """Deterministic split: shuffle with ``seed``, keep ``n_test`` (at most a third) for test."""
+    shuffled = list(items)
+    random.Random(seed).shuffle(shuffled)
+    n_test = min(n_test, len(shuffled) // 3) if len(shuffled) > 1 else 0
+    return shuffled[n_test:], shuffled[:n_test]

@@ -1,0 +1,61 @@
+"""IMDB-style sentiment: continue the first 2-8 tokens of a movie review, positively.
+
+Sources: ``task.source`` as a ``datasets`` id (e.g. ``stanfordnlp/imdb``) or a local
+txt / CSV / JSONL file of reviews; by default, offline, the 10,605 movie-review snippets
+that ship in the vaderSentiment sdist.
+"""
+
+from __future__ import annotations
+
+import random
+
+from transformers import PreTrainedTokenizerBase
+
+from cory.config import TaskConfig
+from cory.sources import is_local_file, load_hub_dataset, read_rated_snippets, read_texts
+from cory.tasks.base import Prompt, Task, split_train_test
+
+OBSERVER_TEMPLATE = 'I can make this sentence "{query}{answers}" more positive: {query}'
+
+
+def _clean(text: str) -> str:
+    return " ".join(text.replace("<br />", " ").split())
+
+
+def review_prefixes(reviews: list[str], tokenizer: PreTrainedTokenizerBase, low: int, high: int,
+                    seed: int = 0) -> list[Prompt]:
+    """The first n tokens of each review, n drawn uniformly from [low, high] per review."""
+    rng = random.Random(seed)
+    encoded = tokenizer([_clean(r) for r in reviews], add_special_tokens=False)["input_ids"]
+    prompts = []
+    for ids in encoded:
+        n = rng.randint(low, high)
+        query = tokenizer.decode(ids[:n], skip_special_tokens=True)
+        if query.strip():
+            prompts.append(Prompt(query))
+    return prompts
+
+
+def build_imdb(config: TaskConfig, tokenizer: PreTrainedTokenizerBase) -> Task:
+    low, high = config.query_min_tokens, config.query_max_tokens
+    if config.source is None:
+        reviews = [text for text, _ in read_rated_snippets()]
+        train_reviews, test_reviews = split_train_test(reviews, config.n_test)
+    elif is_local_file(config.source):
+        reviews = read_texts(config.source)
+        if config.test_source:
+            train_reviews, test_reviews = reviews, read_texts(config.test_source)
+        else:
+            train_reviews, test_reviews = split_train_test(reviews, config.n_test)
+    else:
+        train_reviews = [row["text"] for row in load_hub_dataset(config.source, "train")]
+        test_reviews = [row["text"] for row in load_hub_dataset(config.test_source or config.source, "test")]
+        test_reviews = random.Random(0).sample(test_reviews, min(config.n_test, len(test_reviews)))
+    return Task(
+        name="imdb",
+        train=review_prefixes(train_reviews, tokenizer, low, high, seed=1),
+        test=review_prefixes(test_reviews, tokenizer, low, high, seed=2),
+        default_reward="sentiment",
+        observer_template=config.observer_template or OBSERVER_TEMPLATE,
+        answer_separator=config.answer_separator,
+    )

@@ -1,0 +1,336 @@
+"""THE training loop, shared by every method.
+
+    prompts -> topology rollout -> task rewards -> collective rewards -> per-agent update
+            -> log / eval / checkpoint
+
+Single-agent PPO is one node; CORY is a pioneer -> observer chain whose role -> agent
+mapping rotates every K iterations; MoE is independent nodes with a value-based answer.
+The trainer only moves text and numbers; the agents hold the models.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from cory.checkpoint import (Checkpoint, latest_good, load_checkpoint, save_checkpoint, save_tensors,
+                             step_dir)
+from cory.config import RunConfig, config_to_yaml
+from cory.configtree import to_dict
+from cory.errors import ConfigError, CoryError
+from cory.evaluation import evaluate
+from cory.logging import EVENTS_FILE, METRICS_FILE, SAMPLES_FILE, RunLogger, read_jsonl_rows, write_jsonl_atomic
+from cory.multi.collective import collective_rewards
+from cory.multi.episode import Episode, run_episode, score_episode, system_choice
+from cory.multi.roles import RoleSchedule
+from cory.multi.topology import build_topology
+from cory.rewards import build_reward
+from cory.seeding import derive_seed, seed_everything
+from cory.tasks import Prompt, Task, build_task
+
+LOG_FILES = (METRICS_FILE, SAMPLES_FILE, EVENTS_FILE)
+HEADLINE_STATS = ("kl_coef", "entropy", "clip_fraction", "approx_kl", "value_loss", "policy_loss",
+                  "explained_variance", "response_length", "grad_norm")
+
+
+class PromptSampler:
+    """Iteration ``s`` gets the prompts at positions ``[s * n, (s + 1) * n)`` of an endless
+    stream of seeded epoch permutations: a pure function of ``s``, hence exact on resume."""
+
+    def __init__(self, prompts: list[Prompt], per_step: int, repeat: int, seed: int) -> None:
+        self.prompts, self.per_step, self.repeat, self.seed = prompts, per_step, repeat, seed
+        self._orders: dict[int, list[int]] = {}
+
+    def _order(self, epoch: int) -> list[int]:
+        if epoch not in self._orders:
+            order = list(range(len(self.prompts)))
+            random.Random(derive_seed("data", self.seed, epoch)).shuffle(order)
+            self._orders = {epoch: order}
+        return self._orders[epoch]
+
+    def position(self, step: int) -> int:
+        return step * self.per_step
+
+    def batch(self, step: int) -> list[Prompt]:
+        picked = []
+        for position in range(self.position(step), self.position(step) + self.per_step):
+            epoch, offset = divmod(position, len(self.prompts))
+            picked.append(self.prompts[self._order(epoch)[offset]])
+        return [p for p in picked for _ in range(self.repeat)]
+
+
+def config_differences(old: dict[str, Any], new: dict[str, Any], allowed: list[str],
+                       prefix: str = "") -> list[str]:
+    """Dotted keys whose values differ, except those under an allowed top-level key."""
+    differences = []
+    for key in sorted(set(old) | set(new)):
+        dotted = f"{prefix}{key}"
+        if not prefix and key in allowed:
+            continue
+        a, b = old.get(key), new.get(key)
+        if isinstance(a, dict) and isinstance(b, dict):
+            differences += config_differences(a, b, allowed, dotted + ".")
+        elif a != b:
+            differences.append(f"{dotted}: {a!r} -> {b!r}")
+    return differences
+
+
+class Trainer:
+    """Owns the loop; the agents (local or Ray actors) own the models."""
+
+    def __init__(self, config: RunConfig, agents=None, task: Task | None = None, reward=None) -> None:
+        self.config = config
+        self.run_dir = Path(config.output_dir)
+        seed_everything(config.seed)
+        if config.threads:
+            torch.set_num_threads(config.threads)
+        self.task = task or build_task(config.task, _tokenizer_for(config))
+        self.agents = agents or _build_agent_group(config, self.task)
+        self.reward = reward or build_reward(config, self.task.default_reward, log=print)
+        self.topology = build_topology(config.topology.name, config.n_agents,
+                                       config.topology.edge_prob,
+                                       config.seed if config.topology.seed is None else config.topology.seed)
+        self.role_names = self.topology.role_names()
+        self.roles = RoleSchedule(config.n_agents, config.roles.swap_every)
+        algorithm = config.algorithm
+        repeat = algorithm.group_size if algorithm.name in ("rloo", "grpo") else 1
+        self.sampler = PromptSampler(self.task.train, config.ppo.batch_size // repeat, repeat, config.seed)
+        self.logger: RunLogger | None = None
+        self.rows: list[dict[str, Any]] = []
+
+    # ------------------------------------------------------------------ loop
+    def train(self) -> dict[str, Any]:
+        """Run (or resume) the whole job; returns the final evaluation metrics."""
+        start = self._prepare_run_dir()
+        config = self.config
+        self.logger = RunLogger(self.run_dir, config.steps, start, config.log.tensorboard, config.log.progress)
+        try:
+            for step in range(start, config.steps):
+                row = {"step": step}
+                if config.eval_every and step % config.eval_every == 0:
+                    row.update(self._evaluate(step))
+                row.update(self._iteration(step))
+                self._log_row(step, row)
+                if config.save_every and (step + 1) % config.save_every == 0 and step + 1 < config.steps:
+                    self.save(step + 1)
+            final = self._evaluate(config.steps)
+            self._log_row(config.steps, {"step": config.steps, **final})
+            self._save_final(final)
+            if config.save_every:
+                self.save(config.steps)
+            return final
+        finally:
+            self.logger.close()
+
+    def _iteration(self, step: int) -> dict[str, Any]:
+        config = self.config
+        started = time.perf_counter()
+        mapping = self.roles.agent_for_role(step)
+        queries = self.sampler.batch(step)
+        episode = run_episode(self.agents, self.topology, mapping, self.task, queries, step)
+        rolled = time.perf_counter()
+        task_rewards = score_episode(episode, self.reward)
+        scored = time.perf_counter()
+        mixed = collective_rewards(task_rewards, config.collective.lambda_, config.collective.normalize)
+        stats = self.agents.call("update", {mapping[r]: (mixed[r].tolist(), step)
+                                            for r in range(self.topology.n_roles)})
+        updated = time.perf_counter()
+        self._handle_faults(step, stats)
+        row = self._summarise(step, episode, task_rewards, mixed, stats)
+        row.update({
+            "time/rollout": rolled - started,
+            "time/generate": sum(r.seconds["generate"] for r in episode.replies),
+            "time/reference": sum(r.seconds["reference"] for r in episode.replies),
+            "time/score": scored - rolled,
+            "time/update": updated - scored,
+            "time/iteration": updated - started,
+        })
+        if config.log.n_samples and step % config.log.samples_every == 0:
+            self.logger.samples(_sample_rows(step, "train", episode, self.role_names, config.log.n_samples))
+        return row
+
+    def _summarise(self, step: int, episode: Episode, task_rewards: torch.Tensor,
+                   mixed: torch.Tensor, stats: dict[int, dict[str, Any]]) -> dict[str, Any]:
+        row: dict[str, Any] = {
+            "task_reward": task_rewards.mean().item(),
+            "task_reward_std": task_rewards.std(unbiased=False).item(),
+            "collective_reward": mixed.mean().item(),
+            "kl": episode.kl().mean().item(),
+            "swaps": self.roles.swaps_before(step),
+        }
+        for role, name in enumerate(self.role_names):
+            agent = episode.agent_for_role[role]
+            if len(self.role_names) > 1:
+                row[f"{name}/agent"] = agent
+            for prefix in (name, f"agent{agent}"):
+                row[f"{prefix}/task_reward"] = task_rewards[role].mean().item()
+                row[f"{prefix}/task_reward_std"] = task_rewards[role].std(unbiased=False).item()
+                row[f"{prefix}/collective_reward"] = mixed[role].mean().item()
+                row[f"{prefix}/prompts_truncated"] = episode.replies[role].prompts_truncated
+                row[f"{prefix}/hit_length_limit"] = float(np.mean(episode.replies[role].hit_length_limit))
+                for key, value in stats[agent].items():
+                    row[f"{prefix}/{key}"] = value
+        for key in HEADLINE_STATS:
+            values = [s[key] for s in stats.values() if isinstance(s.get(key), (int, float))]
+            if values:
+                row[key] = float(np.mean(values))
+        if self.topology.n_roles > 1:
+            chosen = system_choice(episode, self.config.topology.answer)
+            row["system/task_reward"] = task_rewards[chosen, torch.arange(len(episode.queries))].mean().item()
+        return row
+
+    def _evaluate(self, step: int) -> dict[str, Any]:
+        started = time.perf_counter()
+        result = evaluate(self.agents, self.topology, self.roles.agent_for_role(step), self.task,
+                          self.reward, self.config, n_samples=self.config.log.n_samples)
+        self.logger.samples([{"step": step, "phase": "eval", **s} for s in result.samples])
+        return {**result.metrics, "time/eval": time.perf_counter() - started}
+
+    def _log_row(self, step: int, row: dict[str, Any]) -> None:
+        self.rows.append(row)
+        self.logger.metrics(step, row)
+
+    def _handle_faults(self, step: int, stats: dict[int, dict[str, Any]]) -> None:
+        for agent, agent_stats in stats.items():
+            if not agent_stats.get("fault"):
+                continue
+            self.logger.event(step, "fault", agent=agent, reason=agent_stats.get("fault_reason"))
+            if agent_stats["consecutive_faults"] >= self.config.max_consecutive_faults:
+                saved = self.save(step)
+                raise CoryError(
+                    f"agent{agent} hit {int(agent_stats['consecutive_faults'])} numeric faults in a row "
+                    f"(last: {agent_stats.get('fault_reason')}) at step {step}; stopping. The last good "
+                    f"state is saved in {saved}. Lower ppo.learning_rate or set ppo.max_grad_norm.")
+
+    # ------------------------------------------------------------ run folder
+    def _prepare_run_dir(self) -> int:
+        """Create or resume the run folder; returns the first iteration to run."""
+        try:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            probe = self.run_dir / f".write-test-{uuid.uuid4().hex}"
+            probe.write_text("")
+            probe.unlink()
+        except OSError as error:
+            raise ConfigError(f"output_dir: cannot write to '{self.run_dir}' ({error.strerror}); "
+                              "choose a writable folder") from None
+        checkpoint = self._find_checkpoint()
+        if checkpoint is None:
+            if any((self.run_dir / name).exists() for name in (*LOG_FILES, "final")) and self.config.resume is None:
+                raise ConfigError(f"output_dir: '{self.run_dir}' already holds a run; pass resume=auto "
+                                  "to continue it, or choose another output_dir")
+            for name in LOG_FILES:
+                (self.run_dir / name).unlink(missing_ok=True)
+            shutil.rmtree(self.run_dir / "tensorboard", ignore_errors=True)
+            (self.run_dir / "config.yaml").write_text(config_to_yaml(self.config), encoding="utf-8")
+            return 0
+        return self._restore(checkpoint)
+
+    def _find_checkpoint(self) -> Checkpoint | None:
+        if self.config.resume is None:
+            return None
+        if self.config.resume == "auto":
+            path = latest_good(self.run_dir, report=print)
+            return load_checkpoint(path) if path is not None else None
+        return load_checkpoint(Path(self.config.resume))
+
+    def _restore(self, checkpoint: Checkpoint) -> int:
+        saved_config = checkpoint.state["config"]
+        differences = config_differences(saved_config, to_dict(self.config), self.config.allow_config_change)
+        if differences:
+            raise ConfigError(
+                "resume: the checkpoint was written by a different config; these keys differ:\n  "
+                + "\n  ".join(differences)
+                + "\nKeys listed in allow_config_change may differ (default: steps, eval_every, "
+                "save_every, keep_last, log, resume, output_dir).")
+        for index, meta in enumerate(checkpoint.state["agents"]):
+            self.agents.call("read_state", {index: (checkpoint.path, meta)})
+        _set_rng_state(checkpoint.state["rng"], checkpoint.tensors("rng")["torch"])
+        for name in LOG_FILES:
+            rows = [json.loads(line) for line in checkpoint.texts.get(name, "").splitlines() if line]
+            write_jsonl_atomic(self.run_dir / name, rows)
+        self.rows = read_jsonl_rows(self.run_dir / METRICS_FILE)
+        print(f"resuming from {checkpoint.path} (step {checkpoint.step})")
+        return checkpoint.step
+
+    def save(self, step: int) -> Path:
+        """Checkpoint the whole run after ``step`` finished iterations."""
+        def write(folder: Path) -> dict[str, Any]:
+            agent_meta = self.agents.call_all("write_state", folder)
+            save_tensors(folder, "rng", {"torch": torch.get_rng_state()})
+            return {
+                "step": step, "config": to_dict(self.config), "agents": agent_meta,
+                "roles": {"agent_for_role": self.roles.agent_for_role(step),
+                          "swaps": self.roles.swaps_before(step)},
+                "data_position": self.sampler.position(step), "rng": _rng_state(),
+            }
+
+        self.logger.event(step, "checkpoint", path=str(step_dir(self.run_dir, step)))
+        texts = {name: (self.run_dir / name).read_text(encoding="utf-8")
+                 for name in LOG_FILES if (self.run_dir / name).exists()}
+        texts["config.yaml"] = config_to_yaml(self.config)
+        return save_checkpoint(self.run_dir, step, texts, write, self.config.keep_last)
+
+    def _save_final(self, final: dict[str, Any]) -> None:
+        target = self.run_dir / "final"
+        scratch = self.run_dir / f".final-{uuid.uuid4().hex}"
+        for index in range(len(self.agents)):
+            self.agents.call("save_pretrained", {index: (scratch / f"agent{index}",)})
+        (scratch / "summary.json").write_text(json.dumps(final, indent=1), encoding="utf-8")
+        shutil.rmtree(target, ignore_errors=True)
+        scratch.rename(target)
+        self.logger.message(f"done: metrics in {self.run_dir / METRICS_FILE}, "
+                            f"final model(s) in {target}")
+
+    def close(self) -> None:
+        self.agents.close()
+
+
+def _rng_state() -> dict[str, Any]:
+    version, internal, gauss = random.getstate()
+    np_state = np.random.get_state()
+    return {"python": [version, list(internal), gauss],
+            "numpy": [np_state[0], np_state[1].tolist(), int(np_state[2]), int(np_state[3]), float(np_state[4])]}
+
+
+def _set_rng_state(state: dict[str, Any], torch_state: torch.Tensor) -> None:
+    version, internal, gauss = state["python"]
+    random.setstate((version, tuple(internal), gauss))
+    kind, keys, pos, has_gauss, cached = state["numpy"]
+    np.random.set_state((kind, np.array(keys, dtype=np.uint32), pos, has_gauss, cached))
+    torch.set_rng_state(torch_state)
+
+
+def _sample_rows(step: int, phase: str, episode: Episode, names: list[str], n: int) -> list[dict[str, Any]]:
+    rows = []
+    for i in range(min(n, len(episode.queries))):
+        for role, name in enumerate(names):
+            rows.append({"step": step, "phase": phase, "role": name, "agent": episode.agent_for_role[role],
+                         "query": episode.queries[i].query, "prompt": episode.prompts[role][i],
+                         "response": episode.replies[role].texts[i],
+                         "task_reward": episode.task_rewards[role, i].item()})
+    return rows
+
+
+def _tokenizer_for(config: RunConfig):
+    from cory.models.registry import load_tokenizer
+
+    return load_tokenizer(config.agent_models()[0], config.trust_remote_code)
+
+
+def _build_agent_group(config: RunConfig, task: Task):
+    if config.backend == "ray":
+        from cory.distributed.ray_backend import RayAgents
+
+        return RayAgents(config, task.chat)
+    from cory.agents.factory import build_agents
+    from cory.agents.group import LocalAgents
+
+    return LocalAgents(build_agents(config, task_chat=task.chat))
