@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 import yaml
 
-from cory.configtree import build, deep_merge, option, parse_override, set_dotted, to_dict
+from cory.configtree import build, coerce, deep_merge, option, parse_override, set_dotted, to_dict
 from cory.errors import ConfigError
 from cory.methods import METHOD_PRESETS, METHODS
 
@@ -326,10 +326,10 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
 
 def resolve(raw: dict[str, Any]) -> RunConfig:
     """Apply the method preset under ``raw`` and build the validated config."""
-    method = raw.get("method", "ppo")
+    method = coerce(raw.get("method", "ppo"), str, "method")
     if method not in METHOD_PRESETS:
         raise ConfigError(f"method: unknown method {method!r}; choose one of {', '.join(METHODS)}")
-    return validate(build(RunConfig, deep_merge(METHOD_PRESETS[method], raw)))
+    return validate(build(RunConfig, deep_merge(METHOD_PRESETS[method], {**raw, "method": method})))
 
 
 def load_config(path: str | Path | None, overrides: list[str] = ()) -> RunConfig:

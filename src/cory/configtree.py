@@ -72,8 +72,24 @@ def _type_error(key: str, tp: Any, value: Any) -> ConfigError:
     return ConfigError(f"{key}: expected {_describe(tp)}, got {value!r}")
 
 
+@dataclasses.dataclass(frozen=True)
+class OverrideValue:
+    """A CLI value: its raw text, and the text read as YAML. String fields take the raw
+    text (``{query}`` is a template, not a YAML mapping); other fields take the YAML."""
+
+    raw: str
+    parsed: Any
+
+
+def _accepts_str(tp: Any) -> bool:
+    return tp is str or (_is_optional(tp) and _strip_optional(tp) is str)
+
+
 def coerce(value: Any, tp: Any, key: str) -> Any:
     """Check ``value`` against type ``tp``, converting what is safe (``'1e-5'`` -> float)."""
+    if isinstance(value, OverrideValue):
+        keep_raw = _accepts_str(tp) and value.parsed is not None
+        value = value.raw if keep_raw else value.parsed
     if _is_optional(tp):
         if value is None or (isinstance(value, str) and value.lower() in ("null", "none")):
             return None
@@ -194,8 +210,8 @@ def to_dict(obj: Any) -> Any:
     return obj
 
 
-def parse_override(text: str) -> tuple[list[str], Any]:
-    """``'ppo.learning_rate=1e-5'`` -> ``(['ppo', 'learning_rate'], 1e-05)``."""
+def parse_override(text: str) -> tuple[list[str], OverrideValue]:
+    """``'ppo.learning_rate=1e-5'`` -> ``(['ppo', 'learning_rate'], OverrideValue('1e-5', 1e-05))``."""
     if "=" not in text:
         raise ConfigError(f"override '{text}': expected key=value, e.g. ppo.learning_rate=1e-5")
     key, raw = text.split("=", 1)
@@ -206,7 +222,7 @@ def parse_override(text: str) -> tuple[list[str], Any]:
         value = yaml.safe_load(raw) if raw.strip() else ""
     except yaml.YAMLError:
         value = raw
-    return [part.strip() for part in parts], value
+    return [part.strip() for part in parts], OverrideValue(raw, value)
 
 
 def set_dotted(tree: dict, parts: list[str], value: Any) -> None:

@@ -1,0 +1,92 @@
+"""Config loading, overrides, presets and validation errors that name the key."""
+
+import pytest
+
+from cory.config import RunConfig, config_to_yaml, load_config, resolve
+from cory.configtree import parse_override
+from cory.errors import ConfigError
+
+
+def write(tmp_path, text):
+    path = tmp_path / "run.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_defaults_and_presets():
+    config = resolve({})
+    assert isinstance(config, RunConfig)
+    assert config.topology.name == "single" and config.n_agents == 1
+    cory = resolve({"method": "cory"})
+    assert cory.topology.name == "pioneer_observer" and cory.n_agents == 2
+    assert cory.collective.lambda_ == 1.0 and cory.roles.swap_every == 5
+    moe = resolve({"method": "moe"})
+    assert moe.topology.answer == "value" and moe.collective.lambda_ == 0.0
+
+
+def test_yaml_then_overrides_win(tmp_path):
+    path = write(tmp_path, "method: cory\nppo:\n  learning_rate: 1e-4\n")
+    config = load_config(path, ["ppo.learning_rate=2e-5", "collective.lambda=-1", "steps=7"])
+    assert config.ppo.learning_rate == pytest.approx(2e-5)
+    assert config.collective.lambda_ == -1.0
+    assert config.steps == 7
+    assert "lambda: -1.0" in config_to_yaml(config)
+
+
+def test_string_numbers_from_yaml_are_coerced(tmp_path):
+    config = load_config(write(tmp_path, "ppo:\n  learning_rate: 1e-5\n"))
+    assert config.ppo.learning_rate == pytest.approx(1e-5)
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["ppo.lerning_rate=1e-5"], r"ppo.lerning_rate: unknown key. Did you mean 'learning_rate'"),
+    (["stepz=3"], r"stepz: unknown key"),
+    (["ppo.learning_rate=fast"], r"ppo.learning_rate: expected a number, got 'fast'"),
+    (["ppo.learning_rate=0"], r"ppo.learning_rate: must be greater than 0"),
+    (["ppo.learning_rate=-1e-5"], r"ppo.learning_rate: must be greater than 0"),
+    (["steps=2.5"], r"steps: expected an integer"),
+    (["ppo.adap_kl_ctrl=maybe"], r"ppo.adap_kl_ctrl: expected true or false"),
+    (["topology.name=ring", "method=cory"], r"topology.name: expected one of"),
+    (["method=dpo"], r"method: unknown method 'dpo'"),
+    (["collective.lambda=abc", "method=cory"], r"collective.lambda: expected a number"),
+    (["roles.swap_every=0", "method=cory"], r"roles.swap_every: must be at least 1"),
+    (["ppo.batch_size=10", "ppo.mini_batch_size=4"], r"ppo.batch_size \(10\) must be divisible"),
+    (["task.observer_template=Improve: {answers}", "method=cory"], r"task.observer_template: must contain \{query\}"),
+    (["task.observer_template=Say {what}"], r"unknown placeholder"),
+    (["topology.name=chain", "topology.n_agents=1"], r"topology.n_agents: 'chain' needs at least 2"),
+    (["model=no-such-model"], r"model: unknown model spec 'no-such-model'"),
+    (["generation.top_p=1.5"], r"generation.top_p: must be at most 1"),
+    (["ppo=3"], r"ppo: expected a mapping"),
+    (["ppo.cliprange=nan"], r"ppo.cliprange: expected a finite number"),
+    (["algorithm.name=rloo", "ppo.batch_size=6", "ppo.mini_batch_size=6"], r"multiple of algorithm.group_size"),
+])
+def test_bad_values_name_the_key(overrides, message):
+    with pytest.raises(ConfigError, match=message):
+        load_config(None, overrides)
+
+
+def test_missing_and_broken_files(tmp_path):
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config(tmp_path / "missing.yaml")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_config(write(tmp_path, "ppo: [unclosed\n"))
+    with pytest.raises(ConfigError, match="must hold a mapping"):
+        load_config(write(tmp_path, "- a\n- b\n"))
+
+
+def test_override_syntax():
+    keys, value = parse_override("a.b=1")
+    assert keys == ["a", "b"] and value.parsed == 1 and value.raw == "1"
+    assert parse_override("a=x=y")[1].parsed == "x=y"
+    assert parse_override("a=[1, 2]")[1].parsed == [1, 2]
+    with pytest.raises(ConfigError, match="expected key=value"):
+        parse_override("novalue")
+    with pytest.raises(ConfigError, match="empty part"):
+        parse_override("a..b=1")
+
+
+def test_cli_reports_config_errors_with_exit_code_2(capsys):
+    from cory.cli import main
+
+    assert main(["train", "/nonexistent.yaml"]) == 2
+    assert "does not exist" in capsys.readouterr().err

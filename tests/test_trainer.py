@@ -1,0 +1,71 @@
+"""The trainer end to end on tiny models: logs, checkpoints, learning, CLI."""
+
+import json
+
+import pytest
+import torch
+
+from cory.cli import main
+from cory.errors import ConfigError
+from cory.logging import read_jsonl_rows
+from cory.trainer import Trainer
+
+
+def train(config):
+    trainer = Trainer(config)
+    try:
+        return trainer, trainer.train()
+    finally:
+        trainer.close()
+
+
+def test_run_writes_metrics_samples_and_final_model(make_config):
+    config = make_config()
+    _, final = train(config)
+    run = config.output_dir
+    rows = read_jsonl_rows(__import__("pathlib").Path(run) / "metrics.jsonl")
+    assert [r["step"] for r in rows] == [0, 1, 2, 3]
+    for key in ("task_reward", "task_reward_std", "kl", "kl_coef", "entropy", "clip_fraction", "approx_kl",
+                "value_loss", "explained_variance", "response_length", "time/generate", "time/score",
+                "time/update", "agent0/task_reward", "policy/task_reward"):
+        assert key in rows[0], key
+    assert "eval/task_reward" in rows[0] and "eval/kl" in rows[2] and "eval/task_reward" in rows[3]
+    assert "eval/task_reward" in final
+    from pathlib import Path
+    final_dir = Path(run) / "final" / "agent0"
+    assert (final_dir / "config.json").exists() and (final_dir / "value_head.safetensors").exists()
+    samples = read_jsonl_rows(Path(run) / "samples.jsonl")
+    assert {"query", "response", "task_reward"} <= set(samples[0])
+    assert (Path(run) / "config.yaml").exists()
+
+
+def test_ppo_raises_the_toy_reward(make_config):
+    config = make_config(steps=40, eval_every=0, ppo__batch_size=16, ppo__mini_batch_size=8,
+                         generation__max_new_tokens=8)
+    trainer, _ = train(config)
+    rows = [r for r in trainer.rows if "task_reward" in r]
+    first = sum(r["task_reward"] for r in rows[:5]) / 5
+    last = sum(r["task_reward"] for r in rows[-5:]) / 5
+    assert last > first + 0.2, (first, last)
+
+
+def test_refuses_to_overwrite_a_finished_run(make_config):
+    config = make_config(steps=1)
+    train(config)
+    with pytest.raises(ConfigError, match="already holds a run"):
+        Trainer(config).train()
+
+
+def test_cli_train_end_to_end(tmp_path, capsys):
+    config = tmp_path / "toy.yaml"
+    config.write_text(
+        "model: tiny-random\nsteps: 2\ndevice: cpu\neval_every: 0\n"
+        "task: {name: toy, n_test: 4, n_train: 16}\ngeneration: {max_new_tokens: 4}\n"
+        "ppo: {batch_size: 4, mini_batch_size: 4, ppo_epochs: 1}\neval: {n_prompts: 4}\n"
+        "log: {tensorboard: true, progress: false}\n")
+    out = tmp_path / "out"
+    assert main(["train", str(config), f"output_dir={out}"]) == 0
+    assert "results:" in capsys.readouterr().out
+    assert len(read_jsonl_rows(out / "metrics.jsonl")) == 3
+    assert any((out / "tensorboard").iterdir())
+    assert (out / "final" / "agent0" / "model.safetensors").exists()
