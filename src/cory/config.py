@@ -306,6 +306,24 @@ def validate(config: RunConfig) -> RunConfig:
     return config
 
 
+def read_config_file(path: str | Path, _seen: tuple[Path, ...] = ()) -> dict[str, Any]:
+    """A config file's mapping, merged over the files its ``base:`` key names (paths
+    relative to it), so configs of one task can share their common settings."""
+    path = Path(path).resolve()
+    if path in _seen:
+        raise ConfigError(f"base: '{path}' includes itself through base:")
+    data = read_yaml(path)
+    bases = data.pop("base", None)
+    if bases is None:
+        return data
+    merged: dict[str, Any] = {}
+    for base in [bases] if isinstance(bases, str) else bases:
+        if not isinstance(base, str):
+            raise ConfigError(f"base: expected a file name or a list of them in '{path}', got {base!r}")
+        merged = deep_merge(merged, read_config_file(path.parent / base, (*_seen, path)))
+    return deep_merge(merged, data)
+
+
 def read_yaml(path: str | Path) -> dict[str, Any]:
     """A YAML mapping from ``path``, with errors that name the file."""
     path = Path(path)
@@ -334,7 +352,7 @@ def resolve(raw: dict[str, Any]) -> RunConfig:
 
 def load_config(path: str | Path | None, overrides: list[str] = ()) -> RunConfig:
     """Defaults < method preset < YAML file at ``path`` < ``key=value`` overrides."""
-    raw = read_yaml(path) if path is not None else {}
+    raw = read_config_file(path) if path is not None else {}
     for text in overrides:
         parts, value = parse_override(text)
         set_dotted(raw, parts, value)
