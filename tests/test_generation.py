@@ -80,3 +80,16 @@ def test_filter_logits_top_k_and_top_p():
     assert probs[0] < 0.8 <= probs[0] + probs[1]
     warm = filter_logits(logits, SamplingSettings(temperature=2.0))
     assert torch.allclose(warm, logits / 2)
+
+
+def test_stop_strings_end_a_row_and_are_cut_from_the_text(tiny):
+    from cory.models.generation import StopStrings
+
+    free = run(tiny, SamplingSettings(max_new_tokens=8, greedy=True), stop=[])
+    text = tiny.tokenizer.decode(free.response_ids[0])
+    marker = text[2:4]  # two characters the greedy row writes at positions 2-3
+    stops = StopStrings(tiny.tokenizer, [marker])
+    stopped = run(tiny, SamplingSettings(max_new_tokens=8, greedy=True), stop=[], stop_strings=stops)
+    written = tiny.tokenizer.decode(stopped.response_ids[0][stopped.response_mask[0].bool()])
+    assert written.endswith(marker) and len(written) <= 4
+    assert stops.cut(written) == written[: written.find(marker)]

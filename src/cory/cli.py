@@ -37,6 +37,32 @@ def _prepare(args: argparse.Namespace) -> None:
         print(f"sentiment classifier: {folder} ({(folder / REPORT_FILE).read_text().strip()})")
 
 
+def _eval(args: argparse.Namespace) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from cory.saved_runs import evaluate_target, write_eval
+
+    result, config, run_dir = evaluate_target(args.target, args.overrides)
+    console = Console()
+    table = Table(title=f"evaluation on {config.eval.n_prompts} held-out prompts "
+                        f"x {config.eval.samples_per_prompt} sample(s)")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for key in sorted(result.metrics):
+        if not key.startswith("time/"):
+            table.add_row(key, f"{result.metrics[key]:.4f}")
+    console.print(table)
+    samples = Table(title="samples", show_lines=True)
+    for column in ("role", "query", "response", "task_reward"):
+        samples.add_column(column)
+    for row in result.samples[: args.samples]:
+        samples.add_row(str(row["role"]), row["query"][-200:], row["response"], f"{row['task_reward']:.3f}")
+    console.print(samples)
+    if run_dir is not None:
+        print(f"written: {write_eval(run_dir, result)}")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="cory", description="Multi-agent RL fine-tuning of LLMs (CORY).")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -44,6 +70,11 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("config", help="YAML config file")
     train.add_argument("overrides", nargs="*", help="dotted overrides, e.g. ppo.learning_rate=1e-5")
     train.set_defaults(run=_train)
+    evaluate = commands.add_parser("eval", help="evaluate a run folder, a checkpoint, or a config's base models")
+    evaluate.add_argument("target", help="run folder, checkpoint folder, or YAML config")
+    evaluate.add_argument("overrides", nargs="*", help="dotted overrides, e.g. eval.n_prompts=256")
+    evaluate.add_argument("--samples", type=int, default=6, help="sample rows to print")
+    evaluate.set_defaults(run=_eval)
     prepare = commands.add_parser("prepare", help="convert packaged models, fetch data, train the "
                                                    "sentiment classifier (all cached)")
     prepare.add_argument("--models", nargs="*", default=["smollm2-135m"])

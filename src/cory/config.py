@@ -132,6 +132,8 @@ class TaskConfig:
     query_max_tokens: int = option(8, ge=1, help="imdb: longest review prefix")
     observer_template: str | None = option(None, help="placeholders {query} and {answers}")
     answer_separator: str = "\n"
+    stop_strings: list[str] | None = option(
+        None, help="a response ends at any of these (null: the task's, e.g. 'Question:')")
     chat_template: bool | None = option(None, help="null: use it if the tokenizer has one")
     few_shot: int = option(0, ge=0, help="gsm8k / arithmetic: solved examples in the prompt")
     n_train: int = option(2000, ge=1, help="arithmetic / toy: generated training problems")

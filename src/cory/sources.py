@@ -102,14 +102,14 @@ def _pick_field(record: dict[str, Any], fields: tuple[str, ...], path: Path, lin
     raise DataError(f"{path}, line {line}: needs a non-empty string field {' or '.join(fields)}")
 
 
-def load_hub_dataset(name: str, split: str) -> list[dict[str, Any]]:
+def load_hub_dataset(name: str, split: str, subset: str | None = None) -> list[dict[str, Any]]:
     """Rows of a ``datasets`` data set (hub id or local folder) split."""
     try:
         import datasets
     except ImportError:
         raise MissingPackageError("The 'datasets' package", "pip install datasets") from None
     try:
-        return list(datasets.load_dataset(name, split=split))
+        return list(datasets.load_dataset(name, subset, split=split))
     except Exception as error:  # datasets raises many types; the user needs the message
         raise DataError(
             f"could not load data set '{name}' (split '{split}'): {error}\n"

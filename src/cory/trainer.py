@@ -31,6 +31,7 @@ from cory.logging import EVENTS_FILE, METRICS_FILE, SAMPLES_FILE, RunLogger, rea
 from cory.multi.collective import collective_rewards
 from cory.multi.episode import Episode, run_episode, score_episode, system_choice
 from cory.multi.roles import RoleSchedule
+from cory.models.registry import load_tokenizer
 from cory.multi.topology import build_topology
 from cory.rewards import build_reward
 from cory.seeding import derive_seed, seed_everything
@@ -92,7 +93,8 @@ class Trainer:
         seed_everything(config.seed)
         if config.threads:
             torch.set_num_threads(config.threads)
-        self.task = task or build_task(config.task, _tokenizer_for(config))
+        self.task = task or build_task(config.task, load_tokenizer(config.agent_models()[0],
+                                                                    config.trust_remote_code))
         self.agents = agents or _build_agent_group(config, self.task)
         self.reward = reward or build_reward(config, self.task.default_reward, log=print)
         self.topology = build_topology(config.topology.name, config.n_agents,
@@ -319,18 +321,12 @@ def _sample_rows(step: int, phase: str, episode: Episode, names: list[str], n: i
     return rows
 
 
-def _tokenizer_for(config: RunConfig):
-    from cory.models.registry import load_tokenizer
-
-    return load_tokenizer(config.agent_models()[0], config.trust_remote_code)
-
-
 def _build_agent_group(config: RunConfig, task: Task):
     if config.backend == "ray":
         from cory.distributed.ray_backend import RayAgents
 
-        return RayAgents(config, task.chat)
+        return RayAgents(config, task.chat, task.stop_strings)
     from cory.agents.factory import build_agents
     from cory.agents.group import LocalAgents
 
-    return LocalAgents(build_agents(config, task_chat=task.chat))
+    return LocalAgents(build_agents(config, task_chat=task.chat, stop_strings=task.stop_strings))

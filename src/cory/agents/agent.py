@@ -29,7 +29,7 @@ from cory.algorithms.reinforce import MovingAverageBaseline
 from cory.checkpoint import save_tensors
 from cory.config import RunConfig
 from cory.errors import CoryError
-from cory.models.generation import SamplingSettings, sample
+from cory.models.generation import SamplingSettings, StopStrings, sample
 from cory.models.policy import Policy, PolicyOutput, ValueHead, hidden_size_of, score_sequences
 from cory.models.reference import Reference
 from cory.rollout import MiniBatch, Rollout
@@ -73,7 +73,8 @@ class Agent:
 
     def __init__(self, index: int, lm: torch.nn.Module, tokenizer: PreTrainedTokenizerBase,
                  reference: Reference, stop_ids: list[int], config: RunConfig,
-                 device: torch.device, adapter: str | None = None, use_chat: bool = False) -> None:
+                 device: torch.device, adapter: str | None = None, use_chat: bool = False,
+                 stop_strings: list[str] = ()) -> None:
         self.index = index
         self.name = f"agent{index}"
         self.config = config
@@ -83,6 +84,7 @@ class Agent:
         self.stop_ids = stop_ids
         self.adapter = adapter
         self.use_chat = use_chat
+        self.stop_strings = StopStrings(tokenizer, list(stop_strings))
         value_head = ValueHead(hidden_size_of(lm), generator("value_head", config.seed, index))
         self.policy = Policy(lm, value_head).to(device)
         self.activate()
@@ -177,7 +179,8 @@ class Agent:
             self.policy.lm, query_ids, query_mask, self._settings(greedy), self.stop_ids,
             self.tokenizer.pad_token_id, generator=sampler,
             value_head=self.policy.value_head if fused else None,
-            max_new_per_row=self._budgets(len(prompts), generator("length", *seed_parts)))
+            max_new_per_row=self._budgets(len(prompts), generator("length", *seed_parts)),
+            stop_strings=self.stop_strings)
         response_ids, response_mask = generated.response_ids, generated.response_mask
         generated_at = time.perf_counter()
         mask = response_mask.float()
@@ -201,6 +204,7 @@ class Agent:
         texts = self.tokenizer.batch_decode(response_ids * response_mask.long()
                                             + self.tokenizer.pad_token_id * (1 - response_mask.long()),
                                             skip_special_tokens=True)
+        texts = [self.stop_strings.cut(text) for text in texts]
         finished = time.perf_counter()
         return Reply(
             texts=texts,

@@ -47,10 +47,11 @@ def _use_chat(config: RunConfig, task_chat: bool, loaded: LoadedModel) -> bool:
     return wanted
 
 
-def build_agents(config: RunConfig, task_chat: bool = False,
+def build_agents(config: RunConfig, task_chat: bool = False, stop_strings: list[str] = (),
                  policy_sources: list[str] | None = None) -> list[Agent]:
     """One agent per topology node. ``policy_sources`` optionally starts each agent's
-    policy from another spec (e.g. a trained folder) while its reference stays the base."""
+    policy from another spec (e.g. a trained folder) while its reference stays the base.
+    ``stop_strings`` end a response (the task's, e.g. the next "Question:")."""
     device = resolve_device(config.device)
     specs = config.agent_models()
     bases: dict[str, LoadedModel] = {}
@@ -76,7 +77,8 @@ def build_agents(config: RunConfig, task_chat: bool = False,
                 references[spec] = frozen_reference(base.model)
             reference, adapter = references[spec], None
         agent = Agent(index, lm, base.tokenizer, reference, stop_token_ids(base), config, device,
-                      adapter=adapter, use_chat=_use_chat(config, task_chat, base))
+                      adapter=adapter, use_chat=_use_chat(config, task_chat, base),
+                      stop_strings=stop_strings)
         if source != spec:
             agent.policy.load_value_head(source)  # a folder without one keeps the fresh head
         agents.append(agent)

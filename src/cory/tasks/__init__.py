@@ -23,11 +23,11 @@ def build_task(config: TaskConfig, tokenizer: PreTrainedTokenizerBase) -> Task:
     if config.name == "gsm8k":
         from cory.tasks.gsm8k import build_gsm8k
 
-        return build_gsm8k(config)
+        return build_gsm8k(config, tokenizer)
     if config.name == "arithmetic":
         from cory.tasks.arithmetic import build_arithmetic
 
-        return build_arithmetic(config)
+        return build_arithmetic(config, tokenizer)
     if config.name == "hh":
         from cory.tasks.hh import build_hh
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 from cory.errors import CoryError
@@ -29,6 +29,7 @@ class Task:
     answer_separator: str = "\n"
     chat: bool = False  # whether prompts are chat messages (formatted by each agent's template)
     checker: Callable[[list[Prompt], list[str]], list[bool]] | None = None  # correct answers
+    stop_strings: list[str] = field(default_factory=list)  # a response ends at any of these
 
     def __post_init__(self) -> None:
         if not self.train:

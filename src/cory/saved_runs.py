@@ -1,0 +1,80 @@
+"""Evaluating what a run left behind: a run folder, one of its checkpoints, or a config
+(which evaluates the untrained base models). Backs ``cory eval``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from cory.checkpoint import MANIFEST, latest_good, load_checkpoint
+from cory.config import RunConfig, load_config, read_yaml, resolve
+from cory.configtree import deep_merge, parse_override, set_dotted, to_dict
+from cory.errors import ConfigError
+from cory.evaluation import EvalResult, evaluate
+from cory.multi.roles import RoleSchedule
+from cory.multi.topology import build_topology
+
+EVAL_FILE = "eval.json"
+
+
+def _with_overrides(raw: dict, overrides: list[str]) -> RunConfig:
+    raw = dict(raw)
+    raw["resume"] = None
+    for text in overrides:
+        parts, value = parse_override(text)
+        set_dotted(raw, parts, value)
+    return resolve(raw)
+
+
+def evaluate_target(target: str | Path, overrides: list[str] = ()) -> tuple[EvalResult, RunConfig, Path | None]:
+    """Evaluate ``target``; returns the result, the config used, and the run folder (if any)."""
+    from cory.agents.factory import build_agents
+    from cory.agents.group import LocalAgents
+    from cory.rewards import build_reward
+    from cory.models.registry import load_tokenizer
+    from cory.tasks import build_task
+
+    target = Path(target)
+    checkpoint, sources, run_dir = None, None, None
+    if target.is_file():
+        config = load_config(target, list(overrides))
+    elif (target / MANIFEST).exists():
+        checkpoint = load_checkpoint(target)
+        run_dir = target.parent.parent
+        config = _with_overrides(checkpoint.state["config"], list(overrides))
+    elif (target / "config.yaml").exists():
+        run_dir = target
+        config = _with_overrides(read_yaml(target / "config.yaml"), list(overrides))
+        final = target / "final"
+        if (final / "agent0" / "config.json").exists():
+            sources = [str(final / f"agent{i}") for i in range(config.n_agents)]
+            config = resolve(deep_merge(to_dict(config), {"agents": {"lora": {"enabled": False}}}))
+        else:
+            path = latest_good(target)
+            if path is None:
+                raise ConfigError(f"eval: run '{target}' has neither final/ models nor a good checkpoint")
+            checkpoint = load_checkpoint(path)
+    else:
+        raise ConfigError(f"eval: '{target}' is neither a config file, a run folder nor a checkpoint")
+    task = build_task(config.task, load_tokenizer(config.agent_models()[0], config.trust_remote_code))
+    agents = LocalAgents(build_agents(config, task_chat=task.chat, stop_strings=task.stop_strings,
+                                      policy_sources=sources))
+    step = config.steps
+    if checkpoint is not None:
+        for index, meta in enumerate(checkpoint.state["agents"]):
+            agents.agents[index].read_state(checkpoint.path, meta)
+        step = checkpoint.step
+    topology = build_topology(config.topology.name, config.n_agents, config.topology.edge_prob,
+                              config.seed if config.topology.seed is None else config.topology.seed)
+    mapping = RoleSchedule(config.n_agents, config.roles.swap_every).agent_for_role(step)
+    reward = build_reward(config, task.default_reward)
+    return evaluate(agents, topology, mapping, task, reward, config), config, run_dir
+
+
+def write_eval(run_dir: Path, result: EvalResult) -> Path:
+    """Save ``eval.json`` (metrics and samples) into the run folder, atomically."""
+    path = run_dir / EVAL_FILE
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(json.dumps({"metrics": result.metrics, "samples": result.samples}, indent=1))
+    partial.replace(path)
+    return path

@@ -1,0 +1,61 @@
+"""Shared prompting for math word problems (GSM8K and the generated arithmetic task).
+
+With a chat model the question becomes a user message asking for the final answer after
+``####``; otherwise it is a plain ``Question: ... Answer:`` prompt, optionally after solved
+few-shot examples. The reward is exact match on the final number.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from transformers import PreTrainedTokenizerBase
+
+from cory.config import TaskConfig
+from cory.rewards.exact_match import check_answers
+from cory.tasks.base import Prompt, Task
+
+INSTRUCTION = "Solve the problem step by step. Write the final answer as a number after '####'."
+CHAT_OBSERVER = ("{query}\n\nHere is a proposed solution:\n{answers}\n\n"
+                 "Check it step by step and write a correct solution. "
+                 "Write the final answer as a number after '####'.")
+PLAIN_OBSERVER = "{query} {answers}\nThe solution above may be wrong. A checked solution:"
+
+
+@dataclass(frozen=True)
+class Problem:
+    question: str
+    solution: str  # a worked solution ending in '#### <answer>'
+    answer: str
+
+
+def wants_chat(config: TaskConfig, tokenizer: PreTrainedTokenizerBase | None) -> bool:
+    if config.chat_template is not None:
+        return config.chat_template
+    return tokenizer is not None and getattr(tokenizer, "chat_template", None) is not None
+
+
+def format_prompts(problems: list[Problem], shots: list[Problem], chat: bool) -> list[Prompt]:
+    """Prompts for ``problems``; ``shots`` are solved examples put in front of each."""
+    if chat:
+        prefix = "".join(f"{s.question}\n{s.solution}\n\n" for s in shots)
+        return [Prompt(f"{prefix}{p.question}\n{INSTRUCTION}", p.answer) for p in problems]
+    prefix = "".join(f"Question: {s.question}\nAnswer: {s.solution}\n\n" for s in shots)
+    return [Prompt(f"{prefix}Question: {p.question}\nAnswer:", p.answer) for p in problems]
+
+
+def math_task(name: str, config: TaskConfig, train: list[Problem], test: list[Problem],
+              tokenizer: PreTrainedTokenizerBase | None) -> Task:
+    chat = wants_chat(config, tokenizer)
+    shots = train[: config.few_shot]
+    return Task(
+        name=name,
+        train=format_prompts(train[config.few_shot:], shots, chat),
+        test=format_prompts(test[: config.n_test], shots, chat),
+        default_reward="exact_match",
+        observer_template=config.observer_template or (CHAT_OBSERVER if chat else PLAIN_OBSERVER),
+        answer_separator=config.answer_separator,
+        chat=chat,
+        checker=check_answers,
+        stop_strings=config.stop_strings if config.stop_strings is not None else ["Question:"],
+    )

@@ -1,0 +1,63 @@
+"""Bradley-Terry reward models and HH dialogue handling."""
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from cory.config import TaskConfig
+from cory.errors import DataError
+from cory.rewards.classifier import ClassifierReward
+from cory.rewards.reward_model import bradley_terry_loss, train_reward_model
+from cory.tasks.base import Prompt
+from cory.tasks.hh import build_hh, load_pairs, split_dialogue
+
+SHARED_HH = Path(__file__).resolve().parents[2] / "shared" / "data" / "hh-rlhf" / "harmless-base-test.jsonl.gz"
+
+
+def test_bradley_terry_loss_hand_values():
+    loss = bradley_terry_loss(torch.tensor([2.0, 0.0]), torch.tensor([0.0, 0.0]))
+    expected = (-torch.nn.functional.logsigmoid(torch.tensor(2.0)) + torch.log(torch.tensor(2.0))) / 2
+    assert loss.item() == pytest.approx(expected.item(), rel=1e-6)
+
+
+def test_tiny_reward_model_learns_a_synthetic_preference(tmp_path):
+    words = ["sun", "tree", "blue", "cat", "road", "milk", "song", "door"]
+    pairs = [(f"say something about {w}: ", f"good {w}", f"bad {w}") for w in words * 12]
+    report = train_reward_model(pairs, tmp_path / "rm", backbone="tiny-random", epochs=3,
+                                learning_rate=2e-3, batch_size=16, max_length=64, log=lambda _: None)
+    assert report["held_out_pairwise_accuracy"] >= 0.9
+    reward = ClassifierReward(str(tmp_path / "rm"))
+    good, bad = reward([Prompt("tell me: ")] * 2, ["good milk", "bad milk"])
+    assert good > bad
+
+
+def test_split_dialogue_keeps_the_last_assistant_turn():
+    text = "\n\nHuman: hi\n\nAssistant: hello\n\nHuman: help?\n\nAssistant: sure, here"
+    prompt, answer = split_dialogue(text, "x")
+    assert prompt == "\n\nHuman: hi\n\nAssistant: hello\n\nHuman: help?\n\nAssistant:"
+    assert answer == " sure, here"
+    with pytest.raises(DataError, match="no '\\\\n\\\\nAssistant:' turn"):
+        split_dialogue("\n\nHuman: only a question", "file.jsonl, record 3")
+
+
+def test_hh_task_from_a_generated_local_file(tmp_path):
+    path = tmp_path / "pairs.jsonl.gz"
+    with gzip.open(path, "wt") as handle:
+        for i in range(30):
+            prompt = f"\n\nHuman: question {i}?\n\nAssistant:"
+            handle.write(json.dumps({"chosen": prompt + " a kind answer", "rejected": prompt + " rude"}) + "\n")
+    pairs = load_pairs(str(path))
+    assert pairs[0] == ("\n\nHuman: question 0?\n\nAssistant:", " a kind answer", " rude")
+    task = build_hh(TaskConfig(name="hh", source=str(path), n_test=5))
+    assert len(task.test) == 5 and len(task.train) == 25
+    assert task.test[0].query.endswith("Assistant:")
+
+
+@pytest.mark.skipif(not SHARED_HH.exists(), reason="shared HH-RLHF test split not on this machine")
+def test_hh_task_on_the_shared_anthropic_file():
+    task = build_hh(TaskConfig(name="hh", source=str(SHARED_HH), n_test=100))
+    assert len(task.test) == 100 and len(task.train) > 1500
+    assert all(p.query.endswith("\n\nAssistant:") for p in task.train[:50])
