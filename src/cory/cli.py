@@ -63,6 +63,34 @@ def _eval(args: argparse.Namespace) -> None:
         print(f"written: {write_eval(run_dir, result)}")
 
 
+def _experiment(args: argparse.Namespace) -> None:
+    from cory.experiments import load_suite, run_suite
+
+    suite = load_suite(args.suite)
+    print(f"suite '{suite.config.name}': {len(suite.runs)} runs -> {suite.output_dir}")
+    print(f"results: {run_suite(suite)}")
+
+
+def _plot(args: argparse.Namespace) -> None:
+    from cory.experiments import write_results
+
+    print(f"results: {write_results(Path(args.folder))}")
+
+
+def _train_rm(args: argparse.Namespace) -> None:
+    from cory.rewards.reward_model import reward_model_folder, train_reward_model
+    from cory.tasks.hh import load_pairs
+
+    pairs = load_pairs(args.data)
+    if args.max_pairs:
+        pairs = pairs[: args.max_pairs]
+    out = Path(args.out) if args.out else reward_model_folder(args.task)
+    report = train_reward_model(pairs, out, backbone=args.backbone, epochs=args.epochs,
+                                learning_rate=args.learning_rate, batch_size=args.batch_size,
+                                max_length=args.max_length)
+    print(f"reward model: {out} (held-out pairwise accuracy {report['held_out_pairwise_accuracy']:.3f})")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="cory", description="Multi-agent RL fine-tuning of LLMs (CORY).")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -75,6 +103,24 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("overrides", nargs="*", help="dotted overrides, e.g. eval.n_prompts=256")
     evaluate.add_argument("--samples", type=int, default=6, help="sample rows to print")
     evaluate.set_defaults(run=_eval)
+    experiment = commands.add_parser("experiment", help="run a suite: methods x seeds -> table and plots")
+    experiment.add_argument("suite", help="suite YAML file")
+    experiment.set_defaults(run=_experiment)
+    plot = commands.add_parser("plot", help="rewrite a suite's table and plots from its runs")
+    plot.add_argument("folder", help="the suite's output folder")
+    plot.set_defaults(run=_plot)
+    train_rm = commands.add_parser("train-rm", help="train a Bradley-Terry reward model on preference pairs")
+    train_rm.add_argument("--data", default=None, help="JSONL(.gz) of {chosen, rejected} or a datasets id "
+                                                      "(default Anthropic/hh-rlhf)")
+    train_rm.add_argument("--task", default="hh", help="the task whose default reward model this becomes")
+    train_rm.add_argument("--out", default=None, help="output folder (default: the task's cached reward model)")
+    train_rm.add_argument("--backbone", default=None, help="HF model id / folder (default all-MiniLM-L6-v2)")
+    train_rm.add_argument("--epochs", type=int, default=1)
+    train_rm.add_argument("--learning-rate", type=float, default=3e-5)
+    train_rm.add_argument("--batch-size", type=int, default=16)
+    train_rm.add_argument("--max-length", type=int, default=256)
+    train_rm.add_argument("--max-pairs", type=int, default=None)
+    train_rm.set_defaults(run=_train_rm)
     prepare = commands.add_parser("prepare", help="convert packaged models, fetch data, train the "
                                                    "sentiment classifier (all cached)")
     prepare.add_argument("--models", nargs="*", default=["smollm2-135m"])

@@ -1,0 +1,122 @@
+"""Plots of a suite (matplotlib, PNG): training curves with seed bands, the reward-KL plane
+with each method's trajectory and the Pareto frontier, and a sweep's final values."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+from cory.evaluation import pareto_frontier  # noqa: E402
+
+
+def _smooth(values: np.ndarray, window: int) -> np.ndarray:
+    if window <= 1 or len(values) < window:
+        return values
+    kernel = np.ones(window) / window
+    padded = np.concatenate([np.full(window - 1, values[0]), values])
+    return np.convolve(padded, kernel, mode="valid")
+
+
+def _band(runs, key: str, source: str, window: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """Steps, mean and std over seeds of ``key``, aligned on the steps all seeds have."""
+    series = []
+    for run in runs:
+        rows = getattr(run, source)
+        points = {r["step"]: r[key] for r in rows if r.get(key) is not None}
+        series.append(points)
+    if not series or not all(series):
+        return None
+    steps = sorted(set.intersection(*(set(s) for s in series)))
+    if not steps:
+        return None
+    values = np.array([[s[step] for step in steps] for s in series], dtype=float)
+    values = np.array([_smooth(v, window) for v in values])
+    return np.array(steps), values.mean(0), values.std(0)
+
+
+def _names(description: dict[str, Any]) -> list[str]:
+    return list(dict.fromkeys(r["name"] for r in description["runs"]))
+
+
+def draw_curves(path: Path, description: dict[str, Any], results: list) -> None:
+    """Training task reward and KL, and held-out task reward, per run name with seed bands."""
+    panels = [("task_reward", "train", "task reward (train)", 5), ("kl", "train", "KL to reference (train)", 5),
+              ("eval/task_reward", "evals", "task reward (held-out)", 1), ("eval/kl", "evals", "KL (held-out)", 1)]
+    figure, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 4))
+    for name in _names(description):
+        runs = [r for r in results if r.name == name]
+        for axis, (key, source, title, window) in zip(axes, panels):
+            band = _band(runs, key, source, window)
+            if band is None:
+                continue
+            steps, mean, std = band
+            line, = axis.plot(steps, mean, label=name)
+            axis.fill_between(steps, mean - std, mean + std, color=line.get_color(), alpha=0.2)
+            axis.set_title(title)
+            axis.set_xlabel("iteration")
+    axes[0].legend(fontsize=8)
+    figure.suptitle(f"{description['name']}: mean ± std over seeds")
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
+def draw_reward_kl(path: Path, description: dict[str, Any], results: list) -> None:
+    """Each run name's held-out (KL, reward) trajectory and the Pareto frontier of all points."""
+    figure, axis = plt.subplots(figsize=(6, 5))
+    points = []
+    for name in _names(description):
+        runs = [r for r in results if r.name == name]
+        kl, reward = _band(runs, "eval/kl", "evals", 1), _band(runs, "eval/task_reward", "evals", 1)
+        if kl is None or reward is None:
+            continue
+        axis.plot(kl[1], reward[1], marker="o", markersize=3, label=name)
+        points += list(zip(kl[1].tolist(), reward[1].tolist()))
+    if points:
+        frontier = [points[i] for i in pareto_frontier(points)]
+        axis.plot([p[0] for p in frontier], [p[1] for p in frontier], "k--", linewidth=1, label="Pareto frontier")
+    axis.set_xlabel("KL to reference (held-out, nats)")
+    axis.set_ylabel("task reward (held-out)")
+    axis.set_title(f"{description['name']}: reward vs KL (mean over seeds)")
+    axis.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
+def draw_sweep(path: Path, description: dict[str, Any], results: list) -> None:
+    """Final held-out reward and KL against the swept value."""
+    values = sorted({r.sweep_value for r in results if r.sweep_value is not None})
+    figure, axes = plt.subplots(1, 2, figsize=(10, 4))
+    for axis, key, label in ((axes[0], "eval/task_reward", "final task reward"), (axes[1], "eval/kl", "final KL")):
+        means, stds = [], []
+        for value in values:
+            finals = [r.final[key] for r in results if r.sweep_value == value and key in r.final]
+            means.append(np.mean(finals))
+            stds.append(np.std(finals))
+        axis.errorbar(values, means, yerr=stds, marker="o", capsize=3)
+        axis.set_xlabel(description["sweep"])
+        axis.set_ylabel(label)
+    figure.suptitle(f"{description['name']}: {description['sweep']} sweep (mean ± std over seeds)")
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
+def draw_suite(output_dir: Path, description: dict[str, Any], results: list) -> list[Path]:
+    """Every plot of a suite into ``output_dir``; returns the files written."""
+    if not results:
+        return []
+    written = [output_dir / "curves.png", output_dir / "reward_kl.png"]
+    draw_curves(written[0], description, results)
+    draw_reward_kl(written[1], description, results)
+    if description.get("sweep") and any(r.sweep_value is not None for r in results):
+        written.append(output_dir / "sweep.png")
+        draw_sweep(written[-1], description, results)
+    return written
