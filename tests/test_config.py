@@ -90,3 +90,17 @@ def test_cli_reports_config_errors_with_exit_code_2(capsys):
 
     assert main(["train", "/nonexistent.yaml"]) == 2
     assert "does not exist" in capsys.readouterr().err
+
+
+def test_every_shipped_config_and_suite_resolves():
+    from pathlib import Path
+
+    from cory.experiments import load_suite
+
+    root = Path(__file__).resolve().parents[1] / "configs"
+    configs = [p for p in root.rglob("*.yaml") if p.parent.name != "suites"]
+    assert len(configs) > 20
+    for path in configs:
+        load_config(path)
+    for path in (root / "suites").glob("*.yaml"):
+        assert load_suite(path).runs
