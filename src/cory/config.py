@@ -64,8 +64,10 @@ class PPOConfig:
     adam_eps: float = option(1e-8, gt=0)
     lr_scheduler: Literal["constant", "linear", "cosine"] = "constant"
     warmup_steps: int = option(0, ge=0)
-    fused_rollout: bool = option(
-        True, help="take old log-probs and values from generation instead of a second forward")
+    fast_path: bool = option(
+        True, help="numerically equivalent speed-ups: log-probs and values from generation, "
+                   "padding trimmed per mini-batch, LM head on response positions only, fused "
+                   "AdamW; false runs the straightforward reference path")
 
 
 @dataclass

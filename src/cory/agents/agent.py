@@ -92,7 +92,8 @@ class Agent:
         ppo = config.ppo
         params = list(self.trainable.values()) + list(self.policy.value_head.parameters())
         self.optimizer = torch.optim.AdamW(params, lr=ppo.learning_rate, eps=ppo.adam_eps,
-                                           weight_decay=ppo.weight_decay)
+                                           weight_decay=ppo.weight_decay,
+                                           **({"fused": True} if ppo.fast_path else {"foreach": False}))
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, lr_lambda(ppo.lr_scheduler, ppo.warmup_steps, config.steps))
         self.kl_ctl = (AdaptiveKLController(ppo.init_kl_coef, ppo.target, ppo.horizon)
@@ -174,7 +175,7 @@ class Agent:
         seed_parts = (self.config.seed, step, self.index, phase)
         sampler = generator("sample", *seed_parts)
         temperature = self.config.generation.temperature
-        fused = self.config.ppo.fused_rollout and self.config.ppo.kl_penalty != "full"
+        fused = self.config.ppo.fast_path and self.config.ppo.kl_penalty != "full"
         generated = sample(
             self.policy.lm, query_ids, query_mask, self._settings(greedy), self.stop_ids,
             self.tokenizer.pad_token_id, generator=sampler,
@@ -189,7 +190,8 @@ class Agent:
         if not fused:
             with torch.inference_mode():
                 out = self.policy(query_ids, query_mask, response_ids, response_mask,
-                                  with_entropy=False, temperature=temperature)
+                                  with_entropy=False, temperature=temperature,
+                                  head_on_response_only=self.config.ppo.fast_path)
             logprobs, values, policy_logits = out.logprobs * mask, out.values * mask, out.logits
         ref_logprobs = reference.logprobs * mask
         kl_tokens = kl_per_token(
@@ -294,10 +296,12 @@ class Agent:
         self.optimizer.zero_grad(set_to_none=True)
         sums: dict[str, float] = {}
         for rows in group:
-            batch = MiniBatch.take(rollout, rows.to(self.device), targets.advantages, targets.returns)
+            batch = MiniBatch.take(rollout, rows.to(self.device), targets.advantages, targets.returns,
+                                   trim=ppo.fast_path)
             out = self.policy(batch.query_ids, batch.query_mask, batch.response_ids,
                               batch.response_mask, with_entropy=True,
-                              temperature=self.config.generation.temperature)
+                              temperature=self.config.generation.temperature,
+                              head_on_response_only=ppo.fast_path)
             loss, loss_stats = minibatch_loss(self.config.algorithm, ppo, out, batch)
             if not torch.isfinite(loss):
                 self.optimizer.zero_grad(set_to_none=True)

@@ -77,11 +77,12 @@ class Policy(nn.Module):
         response_mask: torch.Tensor,
         with_entropy: bool = True,
         temperature: float = 1.0,
+        head_on_response_only: bool = True,
     ) -> PolicyOutput:
         """Score a left-padded query followed by a right-padded response in one pass."""
         return score_sequences(self.lm, query_ids, query_mask, response_ids, response_mask,
                                value_head=self.value_head, with_entropy=with_entropy,
-                               temperature=temperature)
+                               temperature=temperature, head_on_response_only=head_on_response_only)
 
     def save_value_head(self, folder: Path) -> None:
         save_file({k: v.detach().cpu().contiguous() for k, v in self.value_head.state_dict().items()},
@@ -105,11 +106,12 @@ def score_sequences(
     value_head: ValueHead | None = None,
     with_entropy: bool = False,
     temperature: float = 1.0,
+    head_on_response_only: bool = True,
 ) -> PolicyOutput:
     """Log-probs (and optionally values and entropy) of the response tokens under ``lm``.
 
-    Only the ``R + 1`` last positions go through the LM head (``logits_to_keep``), which
-    matters for large vocabularies.
+    With ``head_on_response_only`` only the ``R + 1`` last positions go through the LM head
+    (``logits_to_keep``), which matters for large vocabularies.
     """
     n_response = response_ids.shape[1]
     input_ids = torch.cat([query_ids, response_ids], dim=1)
@@ -118,11 +120,11 @@ def score_sequences(
         input_ids=input_ids,
         attention_mask=attention_mask,
         position_ids=position_ids_for(attention_mask),
-        logits_to_keep=n_response + 1,
+        logits_to_keep=n_response + 1 if head_on_response_only else 0,
         output_hidden_states=value_head is not None,
         use_cache=False,
     )
-    logits = out.logits[:, :-1]
+    logits = out.logits[:, -(n_response + 1):-1]
     if temperature != 1.0:
         logits = logits / temperature
     logprobs = token_logprobs(logits, response_ids)

@@ -1,0 +1,53 @@
+"""The speed-ups must not change results: a PPO step on the fast path gives the losses and
+weights of the straightforward path (second policy forward for old log-probs and values,
+no padding trimming, full LM head, for-loop AdamW), to tolerance."""
+
+import pytest
+import torch
+
+from cory.agents.factory import build_agents
+from cory.rollout import MiniBatch
+
+
+@pytest.mark.parametrize("method", ["ppo", "reinforce", "rloo"])
+def test_fast_path_matches_the_straightforward_path(make_config, method):
+    results = []
+    for fast in (True, False):
+        config = make_config(method=method, ppo__fast_path=fast, ppo__ppo_epochs=2,
+                             ppo__batch_size=8, ppo__mini_batch_size=4, generation__max_new_tokens=8,
+                             generation__length_sampler=[2, 8])
+        (agent,) = build_agents(config)
+        prompts = ["hello", "a much longer prompt", "ok", "the movie", "x", "abc", "some words", "z"]
+        reply = agent.generate(prompts, step=0)
+        scores = [len(text) / 8.0 + text.count("a") for text in reply.texts]  # non-degenerate
+        stats = agent.update(scores, step=0)
+        results.append((reply, stats, {n: p.detach().clone() for n, p in agent.trainable.items()}))
+    (fast_reply, fast, fast_params), (slow_reply, slow, slow_params) = results
+    assert fast_reply.texts == slow_reply.texts
+    assert fast_reply.kl == pytest.approx(slow_reply.kl, abs=1e-4)
+    for key in ("policy_loss", "clip_fraction", "approx_kl", "entropy", "kl", "score", "return"):
+        assert fast[key] == pytest.approx(slow[key], rel=1e-3, abs=1e-5), key
+    if method == "ppo":
+        assert fast["value_loss"] == pytest.approx(slow["value_loss"], rel=1e-3, abs=1e-5)
+    for name in fast_params:
+        assert torch.allclose(fast_params[name], slow_params[name], atol=1e-4), name
+
+
+def test_trimming_a_minibatch_leaves_its_loss_unchanged(make_config):
+    from cory.agents.objectives import compute_targets, minibatch_loss
+
+    config = make_config(generation__length_sampler=[1, 6])
+    (agent,) = build_agents(config)
+    agent.generate(["a", "a longer prompt here", "bc", "defg"], step=0)
+    rollout = agent.rollout
+    targets = compute_targets(config.algorithm, config.ppo, rollout, torch.tensor([1.0, 0.0, 0.5, 0.2]), 0.1, None)
+    rows = torch.tensor([0, 2])  # short prompts and responses: columns to trim on both sides
+    losses = []
+    for trim in (True, False):
+        batch = MiniBatch.take(rollout, rows, targets.advantages, targets.returns, trim=trim)
+        with torch.no_grad():
+            out = agent.policy(batch.query_ids, batch.query_mask, batch.response_ids, batch.response_mask)
+        losses.append(minibatch_loss(config.algorithm, config.ppo, out, batch)[0].item())
+    trimmed_batch = MiniBatch.take(rollout, rows, targets.advantages, targets.returns, trim=True)
+    assert trimmed_batch.query_ids.shape[1] < rollout.query_ids.shape[1]
+    assert losses[0] == pytest.approx(losses[1], rel=1e-5, abs=1e-6)
