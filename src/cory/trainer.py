@@ -119,7 +119,7 @@ class Trainer:
                 row = {"step": step}
                 if config.eval_every and step % config.eval_every == 0:
                     row.update(self._evaluate(step))
-                row.update(self._iteration(step))
+                row.update(self.run_iteration(step))
                 self._log_row(step, row)
                 if config.save_every and (step + 1) % config.save_every == 0 and step + 1 < config.steps:
                     self.save(step + 1)
@@ -132,7 +132,8 @@ class Trainer:
         finally:
             self.logger.close()
 
-    def _iteration(self, step: int) -> dict[str, Any]:
+    def run_iteration(self, step: int) -> dict[str, Any]:
+        """One training iteration (rollout, rewards, updates); returns its metrics row."""
         config = self.config
         started = time.perf_counter()
         mapping = self.roles.agent_for_role(step)
@@ -155,7 +156,7 @@ class Trainer:
             "time/update": updated - scored,
             "time/iteration": updated - started,
         })
-        if config.log.n_samples and step % config.log.samples_every == 0:
+        if self.logger is not None and config.log.n_samples and step % config.log.samples_every == 0:
             self.logger.samples(_sample_rows(step, "train", episode, self.role_names, config.log.n_samples))
         return row
 
@@ -177,6 +178,7 @@ class Trainer:
                 row[f"{prefix}/task_reward_std"] = task_rewards[role].std(unbiased=False).item()
                 row[f"{prefix}/collective_reward"] = mixed[role].mean().item()
                 row[f"{prefix}/prompts_truncated"] = episode.replies[role].prompts_truncated
+                row[f"{prefix}/prompt_length"] = episode.replies[role].prompt_length
                 row[f"{prefix}/hit_length_limit"] = float(np.mean(episode.replies[role].hit_length_limit))
                 for key, value in stats[agent].items():
                     row[f"{prefix}/{key}"] = value
@@ -204,7 +206,8 @@ class Trainer:
         for agent, agent_stats in stats.items():
             if not agent_stats.get("fault"):
                 continue
-            self.logger.event(step, "fault", agent=agent, reason=agent_stats.get("fault_reason"))
+            if self.logger is not None:
+                self.logger.event(step, "fault", agent=agent, reason=agent_stats.get("fault_reason"))
             if agent_stats["consecutive_faults"] >= self.config.max_consecutive_faults:
                 saved = self.save(step)
                 raise CoryError(
@@ -274,7 +277,8 @@ class Trainer:
                 "data_position": self.sampler.position(step), "rng": _rng_state(),
             }
 
-        self.logger.event(step, "checkpoint", path=str(step_dir(self.run_dir, step)))
+        if self.logger is not None:
+            self.logger.event(step, "checkpoint", path=str(step_dir(self.run_dir, step)))
         texts = {name: (self.run_dir / name).read_text(encoding="utf-8")
                  for name in LOG_FILES if (self.run_dir / name).exists()}
         texts["config.yaml"] = config_to_yaml(self.config)

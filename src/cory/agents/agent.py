@@ -46,6 +46,7 @@ class Reply:
     lengths: list[int]
     hit_length_limit: list[bool]
     prompts_truncated: int
+    prompt_length: float = 0.0  # mean prompt tokens after truncation
     seconds: dict[str, float] = field(default_factory=dict)
 
 
@@ -215,6 +216,7 @@ class Agent:
             lengths=response_mask.sum(-1).tolist(),
             hit_length_limit=generated.hit_length_limit.tolist(),
             prompts_truncated=truncated,
+            prompt_length=query_mask.sum(-1).float().mean().item(),
             seconds={"generate": generated_at - started, "reference": finished - generated_at},
         )
 
