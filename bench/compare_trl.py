@@ -7,7 +7,7 @@ top_k 0 / top_p 1 sampling, constant reward, 2 threads; TRL 0.7.10 (``PPOTrainer
 with batch 16 + ``PPOTrainer.step``, the version the CORY authors build on) in its own
 virtual environment with transformers 4.38.2. Group baseline: our ``grpo`` against TRL
 1.16's ``GRPOTrainer`` (4 prompts x 4 samples, 16 new tokens, one update per batch, KL
-coefficient 0.04, length reward). Each side runs one warm-up iteration, then
+coefficient 0.04, length reward, exactly 16 new tokens on both sides, no gradient checkpointing). Each side runs one warm-up iteration, then
 ``--iterations`` timed ones; the ratios are ours / TRL in this one run.
 """
 
@@ -84,7 +84,7 @@ config = GRPOConfig(output_dir=args["out"], per_device_train_batch_size=16, num_
                     max_completion_length=16, learning_rate=1e-5, beta=0.04, num_iterations=1,
                     max_steps=args["iterations"] + 1, logging_steps=1, report_to=[], save_strategy="no",
                     temperature=1.0, top_k=0, top_p=1.0, use_cpu=True, bf16=False, seed=0, shuffle_dataset=False,
-                    gradient_checkpointing=False)
+                    gradient_checkpointing=False, generation_kwargs={"min_new_tokens": 16})
 trainer = GRPOTrainer(model=args["model"], reward_funcs=length_reward, args=config,
                       train_dataset=Dataset.from_dict({"prompt": prompts}), callbacks=[clock])
 trainer.train()

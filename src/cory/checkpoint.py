@@ -14,6 +14,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +23,7 @@ from typing import Any, Callable
 import torch
 from safetensors.torch import load_file, save_file
 
+CRASH_ENV = "CORY_CRASH_AT"  # fault injection for tests: "checkpoint:<step>" dies mid-write
 FORMAT = "cory-checkpoint"
 VERSION = 1
 MANIFEST = "manifest.json"
@@ -92,6 +94,8 @@ def save_checkpoint(run_dir: Path, step: int, texts: dict[str, str],
     scratch = root / f".partial-{step:08d}-{uuid.uuid4().hex}"
     scratch.mkdir()
     state = write(scratch)
+    if os.environ.get(CRASH_ENV) == f"checkpoint:{step}":
+        os.kill(os.getpid(), signal.SIGKILL)  # as a crash would: tensors written, no manifest
     for name, text in {**texts, "state.json": json.dumps(state)}.items():
         (scratch / name).write_text(text, encoding="utf-8")
     files = sorted(p for p in scratch.iterdir() if p.is_file())

@@ -176,6 +176,8 @@ class RayConfig:
     address: str | None = option(None, help="null: start a local cluster")
     num_cpus_per_agent: float = option(1.0, ge=0)
     num_gpus_per_agent: float = option(0.0, ge=0)
+    reward_actor: bool = option(False, help="score rewards in an actor of their own")
+    max_restarts: int = option(2, ge=0, help="lost agent actors: restart and resume this often")
 
 
 @dataclass

@@ -21,3 +21,7 @@ class MissingPackageError(CoryError):
 
 class DataError(CoryError):
     """A data file is missing, empty, unreadable or malformed."""
+
+
+class NumericFault(CoryError):
+    """NaN or inf where a number was needed (logits, rewards, values, losses)."""

@@ -11,6 +11,7 @@ The trainer only moves text and numbers; the agents hold the models.
 from __future__ import annotations
 
 import json
+import os
 import random
 import shutil
 import time
@@ -25,7 +26,8 @@ from cory.checkpoint import (Checkpoint, latest_good, load_checkpoint, save_chec
                              step_dir)
 from cory.config import RunConfig, config_to_yaml
 from cory.configtree import to_dict
-from cory.errors import ConfigError, CoryError
+from cory.distributed.ray_backend import AgentLost
+from cory.errors import ConfigError, CoryError, NumericFault
 from cory.evaluation import evaluate
 from cory.logging import EVENTS_FILE, METRICS_FILE, SAMPLES_FILE, RunLogger, read_jsonl_rows, write_jsonl_atomic
 from cory.multi.collective import collective_rewards
@@ -96,7 +98,7 @@ class Trainer:
         self.task = task or build_task(config.task, load_tokenizer(config.agent_models()[0],
                                                                     config.trust_remote_code))
         self.agents = agents or _build_agent_group(config, self.task)
-        self.reward = reward or build_reward(config, self.task.default_reward, log=print)
+        self.reward = reward or _build_reward(config, self.task)
         self.topology = build_topology(config.topology.name, config.n_agents,
                                        config.topology.edge_prob,
                                        config.seed if config.topology.seed is None else config.topology.seed)
@@ -107,30 +109,65 @@ class Trainer:
         self.sampler = PromptSampler(self.task.train, config.ppo.batch_size // repeat, repeat, config.seed)
         self.logger: RunLogger | None = None
         self.rows: list[dict[str, Any]] = []
+        self.consecutive_faults = 0
 
     # ------------------------------------------------------------------ loop
     def train(self) -> dict[str, Any]:
-        """Run (or resume) the whole job; returns the final evaluation metrics."""
-        start = self._prepare_run_dir()
-        config = self.config
-        self.logger = RunLogger(self.run_dir, config.steps, start, config.log.tensorboard, config.log.progress)
+        """Run (or resume) the whole job; returns the final evaluation metrics.
+
+        On the Ray backend a lost agent actor is replaced and the run continues from its
+        last good checkpoint (at most ``ray.max_restarts`` times).
+        """
+        step = self._prepare_run_dir()
+        self._open_logger(step)
         try:
-            for step in range(start, config.steps):
-                row = {"step": step}
-                if config.eval_every and step % config.eval_every == 0:
-                    row.update(self._evaluate(step))
-                row.update(self.run_iteration(step))
-                self._log_row(step, row)
-                if config.save_every and (step + 1) % config.save_every == 0 and step + 1 < config.steps:
-                    self.save(step + 1)
-            final = self._evaluate(config.steps)
-            self._log_row(config.steps, {"step": config.steps, **final})
-            self._save_final(final)
-            if config.save_every:
-                self.save(config.steps)
-            return final
+            while True:
+                try:
+                    return self._run_from(step)
+                except AgentLost as lost:
+                    step = self._recover(lost)
         finally:
             self.logger.close()
+
+    def _open_logger(self, step: int) -> None:
+        log = self.config.log
+        self.logger = RunLogger(self.run_dir, self.config.steps, step, log.tensorboard, log.progress)
+
+    def _run_from(self, start: int) -> dict[str, Any]:
+        config = self.config
+        for step in range(start, config.steps):
+            row = {"step": step}
+            if config.eval_every and step % config.eval_every == 0:
+                row.update(self._evaluate(step))
+            try:
+                row.update(self.run_iteration(step))
+            except NumericFault as fault:
+                row.update({"fault": 1.0, "fault_reason": str(fault)})
+            row["memory/rss_gb"] = resident_memory_gb()
+            self._log_row(step, row)
+            self._count_faults(step, row)
+            if config.save_every and (step + 1) % config.save_every == 0 and step + 1 < config.steps:
+                self.save(step + 1)
+        if config.save_every:
+            self.save(config.steps)  # before the final evaluation: a longer resume continues here
+        final = self._evaluate(config.steps)
+        self._log_row(config.steps, {"step": config.steps, **final})
+        self._save_final(final)
+        return final
+
+    def _recover(self, lost: AgentLost) -> int:
+        """Replace the actors and reload the last good checkpoint; returns its step."""
+        restarts = getattr(self.agents, "restarts", 0)
+        path = latest_good(self.run_dir, report=self.logger.message)
+        if path is None or restarts >= self.config.ray.max_restarts:
+            why = "no checkpoint to resume from (set save_every)" if path is None else "too many restarts"
+            raise CoryError(f"{lost}; cannot recover: {why}") from None
+        self.logger.close()
+        self.agents.restart()
+        step = self._restore(load_checkpoint(path))
+        self._open_logger(step)
+        self.logger.event(step, "agent_lost", reason=str(lost), resumed_from=str(path))
+        return step
 
     def run_iteration(self, step: int) -> dict[str, Any]:
         """One training iteration (rollout, rewards, updates); returns its metrics row."""
@@ -146,8 +183,10 @@ class Trainer:
         stats = self.agents.call("update", {mapping[r]: (mixed[r].tolist(), step)
                                             for r in range(self.topology.n_roles)})
         updated = time.perf_counter()
-        self._handle_faults(step, stats)
         row = self._summarise(step, episode, task_rewards, mixed, stats)
+        faults = [f"agent{a}: {s['fault_reason']}" for a, s in stats.items() if s.get("fault")]
+        if faults:
+            row.update({"fault": 1.0, "fault_reason": "; ".join(faults)})
         row.update({
             "time/rollout": rolled - started,
             "time/generate": sum(r.seconds["generate"] for r in episode.replies),
@@ -202,18 +241,20 @@ class Trainer:
         self.rows.append(row)
         self.logger.metrics(step, row)
 
-    def _handle_faults(self, step: int, stats: dict[int, dict[str, Any]]) -> None:
-        for agent, agent_stats in stats.items():
-            if not agent_stats.get("fault"):
-                continue
-            if self.logger is not None:
-                self.logger.event(step, "fault", agent=agent, reason=agent_stats.get("fault_reason"))
-            if agent_stats["consecutive_faults"] >= self.config.max_consecutive_faults:
-                saved = self.save(step)
-                raise CoryError(
-                    f"agent{agent} hit {int(agent_stats['consecutive_faults'])} numeric faults in a row "
-                    f"(last: {agent_stats.get('fault_reason')}) at step {step}; stopping. The last good "
-                    f"state is saved in {saved}. Lower ppo.learning_rate or set ppo.max_grad_norm.")
+    def _count_faults(self, step: int, row: dict[str, Any]) -> None:
+        """Log a faulty iteration; stop, with a checkpoint, after too many in a row."""
+        if not row.get("fault"):
+            self.consecutive_faults = 0
+            return
+        self.consecutive_faults += 1
+        self.logger.event(step, "fault", reason=row["fault_reason"], consecutive=self.consecutive_faults)
+        if self.consecutive_faults >= self.config.max_consecutive_faults:
+            saved = self.save(step + 1)
+            raise CoryError(
+                f"{self.consecutive_faults} numeric faults in a row (last at step {step}: "
+                f"{row['fault_reason']}); stopping. The updates of those iterations were skipped, so "
+                f"{saved} holds the last good weights. Lower ppo.learning_rate or set ppo.max_grad_norm, "
+                "then resume with resume=auto (add 'ppo' to allow_config_change).")
 
     # ------------------------------------------------------------ run folder
     def _prepare_run_dir(self) -> int:
@@ -262,6 +303,7 @@ class Trainer:
             rows = [json.loads(line) for line in checkpoint.texts.get(name, "").splitlines() if line]
             write_jsonl_atomic(self.run_dir / name, rows)
         self.rows = read_jsonl_rows(self.run_dir / METRICS_FILE)
+        self.consecutive_faults = int(checkpoint.state["consecutive_faults"])
         print(f"resuming from {checkpoint.path} (step {checkpoint.step})")
         return checkpoint.step
 
@@ -275,6 +317,7 @@ class Trainer:
                 "roles": {"agent_for_role": self.roles.agent_for_role(step),
                           "swaps": self.roles.swaps_before(step)},
                 "data_position": self.sampler.position(step), "rng": _rng_state(),
+                "consecutive_faults": self.consecutive_faults,
             }
 
         if self.logger is not None:
@@ -297,6 +340,18 @@ class Trainer:
 
     def close(self) -> None:
         self.agents.close()
+
+
+def resident_memory_gb() -> float:
+    """This process's current resident memory (peak, where /proc is not available)."""
+    try:
+        with open("/proc/self/statm") as handle:
+            pages = int(handle.read().split()[1])
+        return pages * os.sysconf("SC_PAGE_SIZE") / 2**30
+    except (OSError, ValueError):
+        import resource
+
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
 
 
 def _rng_state() -> dict[str, Any]:
@@ -323,6 +378,14 @@ def _sample_rows(step: int, phase: str, episode: Episode, names: list[str], n: i
                          "response": episode.replies[role].texts[i],
                          "task_reward": episode.task_rewards[role, i].item()})
     return rows
+
+
+def _build_reward(config: RunConfig, task: Task):
+    if config.backend == "ray" and config.ray.reward_actor:
+        from cory.distributed.ray_backend import RayReward
+
+        return RayReward(config, task.default_reward)
+    return build_reward(config, task.default_reward, log=print)
 
 
 def _build_agent_group(config: RunConfig, task: Task):

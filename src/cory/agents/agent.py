@@ -21,7 +21,7 @@ from safetensors.torch import load_file
 from transformers import PreTrainedTokenizerBase
 
 from cory.agents.elastic_reset import ElasticReset
-from cory.agents.objectives import Targets, compute_targets, minibatch_loss
+from cory.agents.objectives import USES_VALUE_LOSS, Targets, compute_targets, minibatch_loss
 from cory.algorithms.kl import AdaptiveKLController, FixedKLController, kl_per_token
 from cory.algorithms.normalize import RunningMoments, transform_scores
 from cory.algorithms.ppo import explained_variance
@@ -105,7 +105,8 @@ class Agent:
         er = config.elastic_reset
         self.elastic = ElasticReset(self.trainable, er.decay, er.reset_freq) if er.enabled else None
         self.rollout: Rollout | None = None
-        self.consecutive_faults = 0
+        # Values feed the PPO value loss and the MoE answer choice; others skip the head.
+        self.uses_values = config.algorithm.name in USES_VALUE_LOSS or config.topology.answer == "value"
 
     # ------------------------------------------------------------------ set-up
     def activate(self) -> None:
@@ -180,7 +181,7 @@ class Agent:
         generated = sample(
             self.policy.lm, query_ids, query_mask, self._settings(greedy), self.stop_ids,
             self.tokenizer.pad_token_id, generator=sampler,
-            value_head=self.policy.value_head if fused else None,
+            value_head=self.policy.value_head if fused and self.uses_values else None,
             max_new_per_row=self._budgets(len(prompts), generator("length", *seed_parts)),
             stop_strings=self.stop_strings)
         response_ids, response_mask = generated.response_ids, generated.response_mask
@@ -192,7 +193,8 @@ class Agent:
             with torch.inference_mode():
                 out = self.policy(query_ids, query_mask, response_ids, response_mask,
                                   with_entropy=False, temperature=temperature,
-                                  head_on_response_only=self.config.ppo.fast_path)
+                                  head_on_response_only=self.config.ppo.fast_path,
+                                  with_values=self.uses_values)
             logprobs, values, policy_logits = out.logprobs * mask, out.values * mask, out.logits
         ref_logprobs = reference.logprobs * mask
         kl_tokens = kl_per_token(
@@ -263,7 +265,6 @@ class Agent:
                 counts += 1
         if counts == 0:
             return self._fault(stats, "non-finite loss or gradient in every mini-batch")
-        self.consecutive_faults = 0
         kl = rollout.kl_sum().mean().item()
         self.kl_ctl.update(kl, rollout.size)
         self.scheduler.step()
@@ -274,12 +275,12 @@ class Agent:
             "kl": kl,
             "score": scaled.mean().item(),
             "return": targets.returns[:, 0].mean().item(),
-            "explained_variance": explained_variance(rollout.values, targets.returns, mask),
-            "value_mean": rollout.last_values().mean().item(),
+            **({"explained_variance": explained_variance(rollout.values, targets.returns, mask),
+                "value_mean": rollout.last_values().mean().item()} if self.uses_values else {}),
             "response_length": mask.sum(-1).mean().item(),
             "skipped_minibatches": float(skipped),
             "elastic_reset": float(reset),
-            "seconds_update": time.perf_counter() - started,
+            "time/update": time.perf_counter() - started,
         })
         return stats
 
@@ -303,7 +304,7 @@ class Agent:
             out = self.policy(batch.query_ids, batch.query_mask, batch.response_ids,
                               batch.response_mask, with_entropy=True,
                               temperature=self.config.generation.temperature,
-                              head_on_response_only=ppo.fast_path)
+                              head_on_response_only=ppo.fast_path, with_values=self.uses_values)
             loss, loss_stats = minibatch_loss(self.config.algorithm, ppo, out, batch)
             if not torch.isfinite(loss):
                 self.optimizer.zero_grad(set_to_none=True)
@@ -330,10 +331,8 @@ class Agent:
         return False
 
     def _fault(self, stats: dict[str, float | str], reason: str) -> dict[str, float | str]:
-        """Skip this iteration's update: record why, and count consecutive faults."""
-        self.consecutive_faults += 1
-        stats.update({"fault": 1.0, "fault_reason": reason,
-                      "consecutive_faults": float(self.consecutive_faults)})
+        """This iteration's update was skipped; say why (the trainer counts faults)."""
+        stats.update({"fault": 1.0, "fault_reason": reason})
         return stats
     # ------------------------------------------------------------ persistence
     def state(self) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
@@ -353,7 +352,6 @@ class Agent:
             "moments": self.moments.state_dict(),
             "baseline": self.baseline.state_dict() if self.baseline else None,
             "elastic_resets": self.elastic.resets if self.elastic else 0,
-            "consecutive_faults": self.consecutive_faults,
         }
         return tensors, meta
 
@@ -378,7 +376,6 @@ class Agent:
         if self.elastic is not None:
             self.elastic.load_tensors(tensors)
             self.elastic.resets = int(meta["elastic_resets"])
-        self.consecutive_faults = int(meta["consecutive_faults"])
 
     def write_state(self, folder: Path) -> dict[str, Any]:
         """Write this agent's tensors into checkpoint folder ``folder``; return its metadata."""

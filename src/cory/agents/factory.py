@@ -48,17 +48,20 @@ def _use_chat(config: RunConfig, task_chat: bool, loaded: LoadedModel) -> bool:
 
 
 def build_agents(config: RunConfig, task_chat: bool = False, stop_strings: list[str] = (),
-                 policy_sources: list[str] | None = None) -> list[Agent]:
-    """One agent per topology node. ``policy_sources`` optionally starts each agent's
-    policy from another spec (e.g. a trained folder) while its reference stays the base.
-    ``stop_strings`` end a response (the task's, e.g. the next "Question:")."""
+                 policy_sources: list[str] | None = None,
+                 indices: list[int] | None = None) -> list[Agent]:
+    """One agent per topology node (or only those in ``indices``, e.g. the one a Ray actor
+    holds). ``policy_sources`` optionally starts each agent's policy from another spec (a
+    trained folder) while its reference stays the base. ``stop_strings`` end a response
+    (the task's, e.g. the next "Question:")."""
     device = resolve_device(config.device)
     specs = config.agent_models()
     bases: dict[str, LoadedModel] = {}
     references: dict[str, Reference] = {}
     peft_bases: dict[str, torch.nn.Module] = {}
     agents = []
-    for index, spec in enumerate(specs):
+    for index in range(len(specs)) if indices is None else indices:
+        spec = specs[index]
         if spec not in bases:
             bases[spec] = load_model(spec, config.dtype, config.trust_remote_code)
             bases[spec].model.to(device)

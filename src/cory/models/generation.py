@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import torch
 from transformers import PreTrainedModel
 
+from cory.errors import NumericFault
 from cory.models.policy import ValueHead, token_logprobs
 
 
@@ -120,6 +121,8 @@ def sample(
              logits_to_keep=1, output_hidden_states=value_head is not None)
     for step in range(int(budget.max())):
         logits = out.logits[:, -1].float()
+        if not bool(torch.isfinite(logits[~finished]).all()):
+            raise NumericFault(f"non-finite logits while sampling token {step} of the response")
         if value_head is not None:
             values.append(value_head(out.hidden_states[-1][:, -1]).float())
         candidates = logits.clone()

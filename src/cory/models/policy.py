@@ -78,10 +78,12 @@ class Policy(nn.Module):
         with_entropy: bool = True,
         temperature: float = 1.0,
         head_on_response_only: bool = True,
+        with_values: bool = True,
     ) -> PolicyOutput:
         """Score a left-padded query followed by a right-padded response in one pass."""
         return score_sequences(self.lm, query_ids, query_mask, response_ids, response_mask,
-                               value_head=self.value_head, with_entropy=with_entropy,
+                               value_head=self.value_head if with_values else None,
+                               with_entropy=with_entropy,
                                temperature=temperature, head_on_response_only=head_on_response_only)
 
     def save_value_head(self, folder: Path) -> None:

@@ -1,0 +1,1 @@
+"""Scaling out: the Ray backend (one actor per agent) behind the trainer's agent interface."""

@@ -1,0 +1,73 @@
+"""The Ray backend on CPU: one actor per agent gives the local backend's metrics, and a
+killed actor is detected and the run resumes from its last checkpoint."""
+
+from pathlib import Path
+
+import pytest
+
+ray = pytest.importorskip("ray", reason="ray is not installed (pip install -e '.[ray]')")
+
+from cory.logging import read_jsonl_rows  # noqa: E402
+from cory.trainer import Trainer  # noqa: E402
+
+VOLATILE = ("time/", "memory/")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def local_cluster():
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    yield
+    ray.shutdown()
+
+
+def stable(rows):
+    return [{k: v for k, v in r.items() if not any(part in k for part in VOLATILE)} for r in rows]
+
+
+def cory_config(make_config, tmp_path, name, **extra):
+    return make_config(method="cory", steps=6, threads=1, save_every=2, eval_every=3, roles__swap_every=2,
+                       output_dir=str(tmp_path / name), **extra)
+
+
+def train(config):
+    trainer = Trainer(config)
+    try:
+        trainer.train()
+    finally:
+        trainer.close()
+    return trainer
+
+
+def test_ray_backend_matches_the_local_backend(make_config, tmp_path):
+    import torch
+
+    torch.set_num_threads(1)
+    local = train(cory_config(make_config, tmp_path, "local"))
+    remote = train(cory_config(make_config, tmp_path, "ray", backend="ray", ray__num_cpus_per_agent=1))
+    assert stable(local.rows) == stable(remote.rows)
+    assert [r["pioneer/agent"] for r in remote.rows if "pioneer/agent" in r] == [0, 0, 1, 1, 0, 0]
+    assert (Path(remote.config.output_dir) / "final" / "agent1" / "model.safetensors").exists()
+
+
+def test_a_killed_actor_is_replaced_and_the_run_resumes(make_config, tmp_path):
+    import torch
+
+    torch.set_num_threads(1)
+    reference = train(cory_config(make_config, tmp_path, "reference"))
+    config = cory_config(make_config, tmp_path, "killed", backend="ray", ray__num_cpus_per_agent=1)
+    trainer = Trainer(config)
+    original = trainer.run_iteration
+
+    def kill_once(step):
+        if step == 3 and trainer.agents.restarts == 0:
+            ray.kill(trainer.agents.actors[1], no_restart=True)
+        return original(step)
+    trainer.run_iteration = kill_once
+    try:
+        trainer.train()
+    finally:
+        trainer.close()
+    assert trainer.agents.restarts == 1
+    events = read_jsonl_rows(Path(config.output_dir) / "events.jsonl")
+    assert any(e["event"] == "agent_lost" and e["step"] == 2 for e in events)
+    assert stable(reference.rows) == stable(trainer.rows)
