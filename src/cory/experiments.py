@@ -99,10 +99,11 @@ def load_suite(path: str | Path) -> Suite:
     if not named:
         raise ConfigError(f"suite '{path}': lists no runs; add 'runs:' or 'sweep:'")
     suite = Suite(config)
-    for name, spec, value in named:
+    for name, spec, _ in named:
         if not isinstance(spec, dict):
             raise ConfigError(f"suite.runs.{name}: expected a mapping with 'method' and overrides")
-        for seed in config.seeds:
+    for seed in config.seeds:  # seed-major: every method's first seed finishes early
+        for name, spec, value in named:
             raw = deep_merge(deep_merge(base, _expand(config.overrides)), _expand(spec))
             raw.update(seed=seed, output_dir=str(Path(config.output_dir) / name / f"seed{seed}"))
             try:
