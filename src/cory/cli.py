@@ -66,7 +66,7 @@ def _eval(args: argparse.Namespace) -> None:
 def _experiment(args: argparse.Namespace) -> None:
     from cory.experiments import load_suite, run_suite
 
-    suite = load_suite(args.suite)
+    suite = load_suite(args.suite, args.overrides)
     print(f"suite '{suite.config.name}': {len(suite.runs)} runs -> {suite.output_dir}")
     print(f"results: {run_suite(suite)}")
 
@@ -105,6 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.set_defaults(run=_eval)
     experiment = commands.add_parser("experiment", help="run a suite: methods x seeds -> table and plots")
     experiment.add_argument("suite", help="suite YAML file")
+    experiment.add_argument("overrides", nargs="*", help="dotted overrides for every run")
     experiment.set_defaults(run=_experiment)
     plot = commands.add_parser("plot", help="rewrite a suite's table and plots from its runs")
     plot.add_argument("folder", help="the suite's output folder")

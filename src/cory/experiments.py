@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from cory.config import RunConfig, read_config_file, read_yaml, resolve
-from cory.configtree import build, deep_merge, option, set_dotted, to_dict
+from cory.configtree import build, deep_merge, option, parse_override, set_dotted, to_dict
 from cory.errors import ConfigError
 from cory.logging import read_jsonl_rows
 
@@ -86,10 +86,14 @@ def _sweep_label(sweep: SweepConfig, value: Any) -> str:
     return f"{sweep.name}={value}"
 
 
-def load_suite(path: str | Path) -> Suite:
-    """Read and fully resolve a suite; every run's config is checked here."""
+def load_suite(path: str | Path, overrides: list[str] = ()) -> Suite:
+    """Read and fully resolve a suite; every run's config is checked here. ``overrides``
+    (``key=value``) apply to every run, above the suite's own."""
     path = Path(path)
     config = build(SuiteConfig, read_yaml(path), "suite")
+    for text in overrides:
+        keys, value = parse_override(text)
+        config.overrides[".".join(keys)] = value.parsed
     base = read_config_file(path.parent / config.base)
     named: list[tuple[str, dict[str, Any], Any]] = [(n, spec, None) for n, spec in config.runs.items()]
     if config.sweep is not None:

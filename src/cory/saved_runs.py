@@ -12,7 +12,7 @@ from cory.configtree import deep_merge, parse_override, set_dotted, to_dict
 from cory.errors import ConfigError
 from cory.evaluation import EvalResult, evaluate
 from cory.multi.roles import RoleSchedule
-from cory.multi.topology import build_topology
+from cory.multi.topology import topology_of
 
 EVAL_FILE = "eval.json"
 
@@ -64,8 +64,7 @@ def evaluate_target(target: str | Path, overrides: list[str] = ()) -> tuple[Eval
         for index, meta in enumerate(checkpoint.state["agents"]):
             agents.agents[index].read_state(checkpoint.path, meta)
         step = checkpoint.step
-    topology = build_topology(config.topology.name, config.n_agents, config.topology.edge_prob,
-                              config.seed if config.topology.seed is None else config.topology.seed)
+    topology = topology_of(config)
     mapping = RoleSchedule(config.n_agents, config.roles.swap_every).agent_for_role(step)
     reward = build_reward(config, task.default_reward)
     return evaluate(agents, topology, mapping, task, reward, config), config, run_dir

@@ -30,11 +30,11 @@ from cory.distributed.ray_backend import AgentLost
 from cory.errors import ConfigError, CoryError, NumericFault
 from cory.evaluation import evaluate
 from cory.logging import EVENTS_FILE, METRICS_FILE, SAMPLES_FILE, RunLogger, read_jsonl_rows, write_jsonl_atomic
+from cory.models.registry import load_tokenizer
 from cory.multi.collective import collective_rewards
 from cory.multi.episode import Episode, run_episode, score_episode, system_choice
 from cory.multi.roles import RoleSchedule
-from cory.models.registry import load_tokenizer
-from cory.multi.topology import build_topology
+from cory.multi.topology import topology_of
 from cory.rewards import build_reward
 from cory.seeding import derive_seed, seed_everything
 from cory.tasks import Prompt, Task, build_task
@@ -99,9 +99,7 @@ class Trainer:
                                                                     config.trust_remote_code))
         self.agents = agents or _build_agent_group(config, self.task)
         self.reward = reward or _build_reward(config, self.task)
-        self.topology = build_topology(config.topology.name, config.n_agents,
-                                       config.topology.edge_prob,
-                                       config.seed if config.topology.seed is None else config.topology.seed)
+        self.topology = topology_of(config)
         self.role_names = self.topology.role_names()
         self.roles = RoleSchedule(config.n_agents, config.roles.swap_every)
         algorithm = config.algorithm

@@ -40,6 +40,13 @@ class Topology:
         return [[r for r, d in enumerate(depth) if d == level] for level in range(max(depth) + 1)]
 
 
+def topology_of(config) -> Topology:
+    """The topology a run config describes (``random`` graphs default to the run seed)."""
+    topo = config.topology
+    seed = config.seed if topo.seed is None else topo.seed
+    return build_topology(topo.name, config.n_agents, topo.edge_prob, seed)
+
+
 def build_topology(name: str, n_agents: int, edge_prob: float = 0.5, seed: int = 0) -> Topology:
     """The topology ``name`` over ``n_agents`` roles."""
     if name == "single":

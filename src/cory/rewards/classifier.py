@@ -29,6 +29,15 @@ def minilm_folder() -> Path:
     return root / "model"
 
 
+def optimiser_step(model: torch.nn.Module, loss: torch.Tensor, optimizer, schedule) -> None:
+    """Backward, clip the gradient norm at 1, step the optimiser and its schedule."""
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    optimizer.step()
+    schedule.step()
+    optimizer.zero_grad(set_to_none=True)
+
+
 def save_classifier(model: torch.nn.Module, tokenizer, report: dict, out_dir: Path) -> None:
     """Save a trained classifier and its report so that ``out_dir`` is complete or absent."""
     out_dir = Path(out_dir)

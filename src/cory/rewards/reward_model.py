@@ -20,7 +20,7 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 from cory.errors import CoryError
 from cory.paths import cache_dir
-from cory.rewards.classifier import REPORT_FILE, minilm_folder, save_classifier
+from cory.rewards.classifier import REPORT_FILE, minilm_folder, optimiser_step, save_classifier
 
 Pair = tuple[str, str, str]  # (prompt, chosen answer, rejected answer)
 
@@ -122,11 +122,7 @@ def train_reward_model(
             chosen = _scores(model, tokenizer, [p + c for p, c, _ in chunk], max_length)
             rejected = _scores(model, tokenizer, [p + r for p, _, r in chunk], max_length)
             loss = bradley_terry_loss(chosen, rejected)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimizer.step()
-            schedule.step()
-            optimizer.zero_grad(set_to_none=True)
+            optimiser_step(model, loss, optimizer, schedule)
             step += 1
             if step % 50 == 0 or step == total:
                 log(f"reward model: step {step}/{total}, loss {loss.item():.3f}, "

@@ -19,7 +19,8 @@ import torch
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 from cory.paths import cache_dir
-from cory.rewards.classifier import MINILM_REQUIREMENT, REPORT_FILE, minilm_folder, save_classifier
+from cory.rewards.classifier import (MINILM_REQUIREMENT, REPORT_FILE, minilm_folder, optimiser_step,
+                                    save_classifier)
 from cory.sources import read_rated_snippets
 
 
@@ -96,11 +97,7 @@ def train_sentiment_classifier(
             encoded = tokenizer([t for t, _ in batch], padding=True, truncation=True,
                                 max_length=max_length, return_tensors="pt")
             loss = model(**encoded, labels=torch.tensor([label for _, label in batch])).loss
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimizer.step()
-            schedule.step()
-            optimizer.zero_grad(set_to_none=True)
+            optimiser_step(model, loss, optimizer, schedule)
             step += 1
             if step % 50 == 0 or step == total_steps:
                 log(f"sentiment classifier: step {step}/{total_steps}, loss {loss.item():.3f}, "
