@@ -61,3 +61,23 @@ def test_hh_task_on_the_shared_anthropic_file():
     task = build_hh(TaskConfig(name="hh", source=str(SHARED_HH), n_test=100))
     assert len(task.test) == 100 and len(task.train) > 1500
     assert all(p.query.endswith("\n\nAssistant:") for p in task.train[:50])
+
+
+def test_hh_end_to_end_with_a_trained_reward_model(tmp_path):
+    from cory.cli import main
+
+    path = tmp_path / "pairs.jsonl"
+    with open(path, "w") as handle:
+        for i in range(40):
+            prompt = f"\n\nHuman: tell me about item {i}\n\nAssistant:"
+            handle.write(json.dumps({"chosen": prompt + " gladly, here it is", "rejected": prompt + " no"}) + "\n")
+    assert main(["train-rm", "--data", str(path), "--out", str(tmp_path / "rm"), "--backbone", "tiny-random",
+                 "--epochs", "2", "--learning-rate", "1e-3", "--batch-size", "8", "--max-length", "64"]) == 0
+    assert main(["train", str(Path(__file__).parents[1] / "configs" / "hh" / "cory.yaml"), "model=tiny-random",
+                 "steps=1", "device=cpu", "threads=1", f"task.source={path}", "task.n_test=4", "eval.n_prompts=4",
+                 f"reward.model={tmp_path / 'rm'}", "ppo.batch_size=4", "ppo.mini_batch_size=4",
+                 "generation.max_new_tokens=4", "log.tensorboard=false", f"output_dir={tmp_path / 'run'}"]) == 0
+    from cory.logging import read_jsonl_rows
+
+    rows = read_jsonl_rows(tmp_path / "run" / "metrics.jsonl")
+    assert "observer/task_reward" in rows[0] and "eval/task_reward" in rows[-1]
