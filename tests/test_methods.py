@@ -201,3 +201,22 @@ def test_elastic_reset_in_the_agent_resets_to_the_ema(make_config):
 def test_kl_against_the_ema_option_runs(make_config):
     trainer = run(make_config(method="elastic_reset", steps=2, elastic_reset__kl_reference="ema"))
     assert len(train_rows(trainer)) == 2
+
+
+def test_full_kl_penalty_runs_and_is_non_negative(make_config):
+    from cory.agents.factory import build_agents
+
+    (agent,) = build_agents(make_config(ppo__kl_penalty="full", ppo__learning_rate=0.05))
+    agent.generate(["abc", "de", "fgh", "i"] * 2, step=0)
+    agent.update([1.0, 0.0] * 4, step=0)
+    agent.generate(["abc", "de", "fgh", "i"] * 2, step=1)
+    assert (agent.rollout.kl_tokens >= -1e-6).all() and agent.rollout.kl_tokens.sum() > 0
+
+
+def test_learning_rate_schedules():
+    from cory.agents.agent import lr_lambda
+
+    linear, cosine, constant = lr_lambda("linear", 2, 10), lr_lambda("cosine", 0, 10), lr_lambda("constant", 0, 10)
+    assert [linear(s) for s in (0, 1, 2, 6, 10)] == pytest.approx([0.5, 1.0, 1.0, 0.5, 0.0])
+    assert [cosine(s) for s in (0, 5, 10)] == pytest.approx([1.0, 0.5, 0.0])
+    assert constant(7) == 1.0
