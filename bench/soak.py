@@ -1,7 +1,7 @@
 """Soak test: a long CORY run on SmolLM2, killed three times and resumed, must end with the
 metrics of an uninterrupted run, and its memory must stay flat.
 
-    python bench/soak.py [--steps 200] [--kills 3] [--seed 0]
+    python bench/soak.py [--steps 200] [--kills 3] [--seed 0] [--threads 2]
 
 Both runs use CORY with LoRA adapters on one shared SmolLM2-135M base (batch 4, 8 new
 tokens, 2 PPO epochs), ``save_every=10``. The interrupted run is SIGKILLed at three random
@@ -29,13 +29,13 @@ from cory.logging import read_jsonl_rows
 OVERRIDES = ["method=cory", "agents.lora.enabled=true", "ppo.learning_rate=2e-4", "ppo.batch_size=4",
              "ppo.mini_batch_size=4", "ppo.ppo_epochs=2", "generation.max_new_tokens=8",
              "generation.min_new_tokens=2", "save_every=10", "keep_last=2", "eval_every=50",
-             "eval.n_prompts=16", "threads=2", "log.progress=false", "log.tensorboard=false"]
+             "eval.n_prompts=16", "log.progress=false", "log.tensorboard=false"]
 VOLATILE = ("time/", "memory/")
 
 
-def train(out: Path, steps: int, extra: list[str] = ()) -> subprocess.Popen:
+def train(out: Path, steps: int, threads: int, extra: list[str] = ()) -> subprocess.Popen:
     command = [sys.executable, "-m", "cory", "train", "configs/imdb/cory.yaml", *OVERRIDES,
-               f"steps={steps}", f"output_dir={out}", *extra]
+               f"threads={threads}", f"steps={steps}", f"output_dir={out}", *extra]
     return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
 
@@ -49,6 +49,7 @@ def main() -> None:
     parser.add_argument("--kills", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default="runs/soak")
+    parser.add_argument("--threads", type=int, default=2, help="torch threads of each run")
     args = parser.parse_args()
     root = Path(args.out)
     reference, killed = root / "uninterrupted", root / "killed"
@@ -56,7 +57,7 @@ def main() -> None:
         if folder.exists():
             raise SystemExit(f"{folder} exists; remove it or pass --out")
     started = time.time()
-    process = train(reference, args.steps)
+    process = train(reference, args.steps, args.threads)
     if process.wait() != 0:
         raise SystemExit(process.stderr.read()[-3000:])
     uninterrupted_seconds = time.time() - started
@@ -65,14 +66,14 @@ def main() -> None:
     kill_rows = sorted(rng.sample(range(5, args.steps - 5), args.kills))
     print(f"killing the second run after {kill_rows} metrics rows")
     for number, at in enumerate(kill_rows):
-        process = train(killed, args.steps, [] if number == 0 else ["resume=auto"])
+        process = train(killed, args.steps, args.threads, [] if number == 0 else ["resume=auto"])
         while process.poll() is None and len(rows_of(killed)) < at:
             time.sleep(0.2)
         time.sleep(rng.uniform(0.0, 3.0))  # land anywhere in the iteration, checkpoint writes included
         process.send_signal(signal.SIGKILL)
         process.wait()
         print(f"  killed at {len(rows_of(killed))} rows")
-    process = train(killed, args.steps, ["resume=auto"])
+    process = train(killed, args.steps, args.threads, ["resume=auto"])
     if process.wait() != 0:
         raise SystemExit(process.stderr.read()[-3000:])
 

@@ -28,8 +28,11 @@ def write_suite(tmp_path, **extra):
 def test_suite_runs_writes_table_and_plots_and_resumes(tmp_path):
     suite = load_suite(write_suite(tmp_path))
     assert len(suite.runs) == 4
-    results = run_suite(suite, log=lambda _: None)
     out = tmp_path / "out"
+    run_suite(suite, log=lambda _: None, seeds=[1])  # one process's share of the seeds
+    assert not (out / "ppo" / "seed0").exists()
+    assert [r["seeds"] for r in csv.DictReader((out / "results.csv").open())] == ["1", "1"]
+    results = run_suite(suite, log=lambda _: None)
     table = results.read_text()
     assert "| ppo |" in table and "| cory |" in table and "±" in table
     rows = list(csv.DictReader((out / "results.csv").open()))
@@ -40,6 +43,11 @@ def test_suite_runs_writes_table_and_plots_and_resumes(tmp_path):
     run_suite(load_suite(write_suite(tmp_path)), log=messages.append)
     assert sum("skipped" in m for m in messages) == 4
     assert (out / "ppo" / "seed0" / "final" / "summary.json").stat().st_mtime == stamp
+
+
+def test_seeds_outside_the_suite_are_refused(tmp_path):
+    with pytest.raises(ConfigError, match=r"--seeds: \[7\] not among the suite's seeds \[0, 1\]"):
+        run_suite(load_suite(write_suite(tmp_path)), log=lambda _: None, seeds=[7])
 
 
 def test_sweep_expands_one_run_per_value(tmp_path):

@@ -68,7 +68,7 @@ def _experiment(args: argparse.Namespace) -> None:
 
     suite = load_suite(args.suite, args.overrides)
     print(f"suite '{suite.config.name}': {len(suite.runs)} runs -> {suite.output_dir}")
-    print(f"results: {run_suite(suite)}")
+    print(f"results: {run_suite(suite, seeds=args.seeds)}")
 
 
 def _plot(args: argparse.Namespace) -> None:
@@ -91,6 +91,13 @@ def _train_rm(args: argparse.Namespace) -> None:
     print(f"reward model: {out} (held-out pairwise accuracy {report['held_out_pairwise_accuracy']:.3f})")
 
 
+def _int_list(text: str) -> list[int]:
+    try:
+        return [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers such as 0,1, got '{text}'") from None
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="cory", description="Multi-agent RL fine-tuning of LLMs (CORY).")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -106,6 +113,8 @@ def build_parser() -> argparse.ArgumentParser:
     experiment = commands.add_parser("experiment", help="run a suite: methods x seeds -> table and plots")
     experiment.add_argument("suite", help="suite YAML file")
     experiment.add_argument("overrides", nargs="*", help="dotted overrides for every run")
+    experiment.add_argument("--seeds", type=_int_list, default=None, metavar="0,1,...",
+                            help="train only these seeds (split a suite across processes or machines)")
     experiment.set_defaults(run=_experiment)
     plot = commands.add_parser("plot", help="rewrite a suite's table and plots from its runs")
     plot.add_argument("folder", help="the suite's output folder")

@@ -14,6 +14,7 @@ import gc
 import io
 import json
 import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -122,14 +123,24 @@ def is_finished(run: PlannedRun) -> bool:
     return (run.folder / "final" / "summary.json").exists()
 
 
-def run_suite(suite: Suite, log: Callable[[str], None] = print) -> Path:
-    """Run every unfinished run, then write the results table and the plots."""
+def run_suite(suite: Suite, log: Callable[[str], None] = print, seeds: list[int] | None = None) -> Path:
+    """Run every unfinished run (only those of ``seeds``, if given, so that several processes
+    or machines can share a suite's seeds), then write the results table and the plots from
+    every run finished so far."""
     from cory.trainer import Trainer
 
+    unknown = sorted(set(seeds or ()) - set(suite.config.seeds))
+    if unknown:
+        raise ConfigError(f"--seeds: {unknown} not among the suite's seeds {suite.config.seeds}")
     suite.output_dir.mkdir(parents=True, exist_ok=True)
-    (suite.output_dir / SUITE_FILE).write_text(json.dumps(_describe(suite), indent=1))
+    description = suite.output_dir / SUITE_FILE
+    scratch = description.with_name(f".{SUITE_FILE}.{os.getpid()}")
+    scratch.write_text(json.dumps(_describe(suite), indent=1))
+    scratch.replace(description)
     for number, run in enumerate(suite.runs, start=1):
         label = f"[{number}/{len(suite.runs)}] {run.name} seed {run.seed}"
+        if seeds is not None and run.seed not in seeds:
+            continue
         if is_finished(run):
             log(f"{label}: finished earlier, skipped")
             continue
