@@ -109,3 +109,34 @@ def test_prompts_longer_than_the_context_are_cut_from_the_left(make_config):
     assert reply.prompts_truncated == 4
     assert int(agent.rollout.query_mask.sum(-1).max()) == 512 - trainer.config.generation.max_new_tokens
     trainer.close()
+
+
+def test_a_full_disk_while_checkpointing_is_a_clear_error_and_leaves_earlier_checkpoints(
+        make_config, monkeypatch):
+    import cory.agents.agent as agent_module
+    from cory.checkpoint import DiskWriteError, latest_good
+
+    config = make_config(steps=4, save_every=2, keep_last=2, eval_every=0)
+    real_save = agent_module.save_tensors
+    calls = []
+
+    def fills_the_disk(folder, name, tensors):
+        calls.append(name)
+        if len(calls) > 1:  # the first checkpoint succeeds, the second finds the disk full
+            raise OSError(28, "No space left on device")
+        real_save(folder, name, tensors)
+
+    monkeypatch.setattr(agent_module, "save_tensors", fills_the_disk)
+    trainer = Trainer(config)
+    with pytest.raises(DiskWriteError, match=r"checkpoint of step 4 .*No space left.*resume=auto"):
+        trainer.train()
+    trainer.close()
+    checkpoints = Path(config.output_dir) / "checkpoints"
+    assert [p.name for p in checkpoints.iterdir()] == ["step-00000002"]  # no half-written folder
+    assert latest_good(Path(config.output_dir)) == checkpoints / "step-00000002"
+
+    monkeypatch.setattr(agent_module, "save_tensors", real_save)
+    resumed = Trainer(make_config(steps=4, save_every=2, keep_last=2, eval_every=0, resume="auto"))
+    resumed.train()
+    resumed.close()
+    assert [row["step"] for row in resumed.rows] == [0, 1, 2, 3, 4]

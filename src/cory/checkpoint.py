@@ -16,18 +16,42 @@ import re
 import shutil
 import signal
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
 import torch
+from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
+
+from cory.errors import CoryError
 
 CRASH_ENV = "CORY_CRASH_AT"  # fault injection for tests: "checkpoint:<step>" dies mid-write
 FORMAT = "cory-checkpoint"
 VERSION = 1
 MANIFEST = "manifest.json"
 _STEP_DIR = re.compile(r"^step-(\d{8})$")
+
+
+class DiskWriteError(CoryError):
+    """A checkpoint or final model could not be written (disk full, no permission)."""
+
+
+@contextmanager
+def writing_into(scratch: Path, what: str) -> Iterator[None]:
+    """Turn a failed write into ``scratch`` into a DiskWriteError, removing the half-written
+    folder: what was saved before stays intact and a rerun with ``resume=auto`` continues."""
+    try:
+        yield
+    except (OSError, SafetensorError) as error:
+        shutil.rmtree(scratch, ignore_errors=True)
+        free_gib = shutil.disk_usage(scratch.parent).free / 2**30
+        raise DiskWriteError(
+            f"could not write {what} into {scratch.parent} ({error}; {free_gib:.1f} GiB free). "
+            "Earlier checkpoints are intact: free disk space (or lower keep_last) and rerun "
+            "with resume=auto.") from error
 
 
 def _fsync_file(path: Path) -> None:
@@ -93,20 +117,21 @@ def save_checkpoint(run_dir: Path, step: int, texts: dict[str, str],
     final = step_dir(run_dir, step)
     scratch = root / f".partial-{step:08d}-{uuid.uuid4().hex}"
     scratch.mkdir()
-    state = write(scratch)
-    if os.environ.get(CRASH_ENV) == f"checkpoint:{step}":
-        os.kill(os.getpid(), signal.SIGKILL)  # as a crash would: tensors written, no manifest
-    for name, text in {**texts, "state.json": json.dumps(state)}.items():
-        (scratch / name).write_text(text, encoding="utf-8")
-    files = sorted(p for p in scratch.iterdir() if p.is_file())
-    manifest = {
-        "format": FORMAT, "version": VERSION, "step": step,
-        "files": {p.name: {"bytes": p.stat().st_size, "sha256": _sha256(p)} for p in files},
-    }
-    (scratch / MANIFEST).write_text(json.dumps(manifest, indent=1), encoding="utf-8")
-    for path in [*files, scratch / MANIFEST]:
-        _fsync_file(path)
-    _fsync_dir(scratch)
+    with writing_into(scratch, f"the checkpoint of step {step}"):
+        state = write(scratch)
+        if os.environ.get(CRASH_ENV) == f"checkpoint:{step}":
+            os.kill(os.getpid(), signal.SIGKILL)  # as a crash would: tensors written, no manifest
+        for name, text in {**texts, "state.json": json.dumps(state)}.items():
+            (scratch / name).write_text(text, encoding="utf-8")
+        files = sorted(p for p in scratch.iterdir() if p.is_file())
+        manifest = {
+            "format": FORMAT, "version": VERSION, "step": step,
+            "files": {p.name: {"bytes": p.stat().st_size, "sha256": _sha256(p)} for p in files},
+        }
+        (scratch / MANIFEST).write_text(json.dumps(manifest, indent=1), encoding="utf-8")
+        for path in [*files, scratch / MANIFEST]:
+            _fsync_file(path)
+        _fsync_dir(scratch)
     if final.exists():
         shutil.rmtree(final)
     scratch.rename(final)

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from cory.checkpoint import (Checkpoint, latest_good, load_checkpoint, save_checkpoint, save_tensors,
-                             step_dir)
+                             step_dir, writing_into)
 from cory.config import RunConfig, config_to_yaml
 from cory.configtree import to_dict
 from cory.distributed.ray_backend import AgentLost
@@ -328,9 +328,10 @@ class Trainer:
     def _save_final(self, final: dict[str, Any]) -> None:
         target = self.run_dir / "final"
         scratch = self.run_dir / f".final-{uuid.uuid4().hex}"
-        for index in range(len(self.agents)):
-            self.agents.call("save_pretrained", {index: (scratch / f"agent{index}",)})
-        (scratch / "summary.json").write_text(json.dumps(final, indent=1), encoding="utf-8")
+        with writing_into(scratch, "the final model(s)"):
+            for index in range(len(self.agents)):
+                self.agents.call("save_pretrained", {index: (scratch / f"agent{index}",)})
+            (scratch / "summary.json").write_text(json.dumps(final, indent=1), encoding="utf-8")
         shutil.rmtree(target, ignore_errors=True)
         scratch.rename(target)
         self.logger.message(f"done: metrics in {self.run_dir / METRICS_FILE}, "
