@@ -8,15 +8,7 @@ import torch
 from cory.agents.elastic_reset import ElasticReset
 from cory.logging import read_jsonl_rows
 from cory.trainer import Trainer
-
-
-def run(config):
-    trainer = Trainer(config)
-    try:
-        trainer.train()
-    finally:
-        trainer.close()
-    return trainer
+from helpers.training import run_trainer as run
 
 
 def train_rows(trainer):

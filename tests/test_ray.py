@@ -9,6 +9,7 @@ ray = pytest.importorskip("ray", reason="ray is not installed (pip install -e '.
 
 from cory.logging import read_jsonl_rows  # noqa: E402
 from cory.trainer import Trainer  # noqa: E402
+from helpers.training import run_trainer as train  # noqa: E402
 
 VOLATILE = ("time/", "memory/")
 
@@ -27,15 +28,6 @@ def stable(rows):
 def cory_config(make_config, tmp_path, name, **extra):
     return make_config(method="cory", steps=6, threads=1, save_every=2, eval_every=3, roles__swap_every=2,
                        output_dir=str(tmp_path / name), **extra)
-
-
-def train(config):
-    trainer = Trainer(config)
-    try:
-        trainer.train()
-    finally:
-        trainer.close()
-    return trainer
 
 
 def test_ray_backend_matches_the_local_backend(make_config, tmp_path):

@@ -9,14 +9,12 @@ from cory.cli import main
 from cory.errors import ConfigError
 from cory.logging import read_jsonl_rows
 from cory.trainer import Trainer
+from helpers.training import run_trainer
 
 
 def train(config):
-    trainer = Trainer(config)
-    try:
-        return trainer, trainer.train()
-    finally:
-        trainer.close()
+    trainer = run_trainer(config)
+    return trainer, trainer.final
 
 
 def test_run_writes_metrics_samples_and_final_model(make_config):
