@@ -212,3 +212,10 @@ def test_learning_rate_schedules():
     assert [linear(s) for s in (0, 1, 2, 6, 10)] == pytest.approx([0.5, 1.0, 1.0, 0.5, 0.0])
     assert [cosine(s) for s in (0, 5, 10)] == pytest.approx([1.0, 0.5, 0.0])
     assert constant(7) == 1.0
+
+
+def test_bfloat16_cory_runs_and_keeps_its_weights_in_bfloat16(make_config):
+    trainer = run(make_config(method="cory", steps=2, dtype="bfloat16", eval_every=0))
+    rows = train_rows(trainer)
+    assert all(torch.isfinite(torch.tensor([r["kl"], r["task_reward"], r["policy_loss"]])).all() for r in rows)
+    assert {p.dtype for agent in trainer.agents.agents for p in agent.trainable.values()} == {torch.bfloat16}
