@@ -3,8 +3,10 @@
     python bench/cory_cost.py [--iterations 3]
 
 Each configuration runs in a fresh process (so its peak RSS is its own): single-agent PPO,
-CORY with two full models (one shared frozen reference), and CORY with LoRA adapters on
-one shared base (the reference is the base with adapters off), plus PPO with LoRA. All on
+two independent PPO agents on the same prompts (the MoE baseline: what two agents cost when
+the second one's prompts are as short as the first one's), CORY with two full models (one
+shared frozen reference), and CORY with LoRA adapters on one shared base (the reference is
+the base with adapters off), plus PPO with LoRA. All on
 the IMDB task with SmolLM2-135M, batch 16, 16 new tokens, 4 epochs, 2 threads; one warm-up
 iteration, then ``--iterations`` timed ones.
 """
@@ -21,6 +23,7 @@ import tempfile
 
 CASES = {
     "ppo": ["configs/imdb/ppo.yaml"],
+    "two_ppo": ["configs/imdb/moe.yaml"],
     "cory": ["configs/imdb/cory.yaml"],
     "ppo_lora": ["configs/imdb/ppo.yaml", "agents.lora.enabled=true", "ppo.learning_rate=2e-4"],
     "cory_lora": ["configs/imdb/cory_lora.yaml"],
@@ -42,7 +45,7 @@ def measure(case: str, iterations: int) -> None:
         trainer.close()
     keys = ["time/iteration", "time/generate", "time/reference", "time/update"]
     summary = {key: statistics.mean(r[key] for r in rows) for key in keys}
-    for role in ("policy", "pioneer", "observer"):
+    for role in ("policy", "pioneer", "observer", "role0", "role1"):
         if f"{role}/prompt_length" in rows[0]:
             summary[f"{role} prompt+response tokens"] = statistics.mean(
                 r[f"{role}/prompt_length"] + r[f"{role}/response_length"] for r in rows)
@@ -68,13 +71,17 @@ def main() -> None:
     base = results["ppo"]
     print(f"IMDB, SmolLM2-135M, batch 16, 16 new tokens, 4 epochs, 2 threads; mean of {args.iterations} "
           "iterations after a warm-up; ratios against single-agent PPO (full model)")
-    print(f"  {'case':<10} {'iter (s)':>9} {'x PPO':>6} {'gen':>6} {'ref':>6} {'update':>7} "
+    print(f"  {'case':<10} {'iter (s)':>9} {'x PPO':>6} {'per token':>9} {'gen':>6} {'ref':>6} {'update':>7} "
           f"{'peak RSS (GB)':>14} {'x PPO':>6}  tokens per sequence")
     for case, r in results.items():
-        tokens = ", ".join(f"{k.split()[0]} {v:.0f}" for k, v in r.items() if k.endswith("tokens"))
+        tokens = {k.split()[0]: v for k, v in r.items() if k.endswith("tokens")}
+        per_token = (r["time/iteration"] / sum(tokens.values())) / (base["time/iteration"] / sum(
+            v for k, v in base.items() if k.endswith("tokens")))
         print(f"  {case:<10} {r['time/iteration']:9.2f} {r['time/iteration'] / base['time/iteration']:6.2f} "
-              f"{r['time/generate']:6.2f} {r['time/reference']:6.2f} {r['time/update']:7.2f} "
-              f"{r['peak_rss_gb']:14.2f} {r['peak_rss_gb'] / base['peak_rss_gb']:6.2f}  {tokens}")
+              f"{per_token:9.2f} {r['time/generate']:6.2f} {r['time/reference']:6.2f} {r['time/update']:7.2f} "
+              f"{r['peak_rss_gb']:14.2f} {r['peak_rss_gb'] / base['peak_rss_gb']:6.2f}  "
+              + ", ".join(f"{role} {n:.0f}" for role, n in tokens.items()))
+    print("per token: seconds per prompt+response token processed (summed over roles), x PPO's")
 
 
 if __name__ == "__main__":
