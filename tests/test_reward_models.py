@@ -34,6 +34,21 @@ def test_tiny_reward_model_learns_a_synthetic_preference(tmp_path):
     assert good > bad
 
 
+def test_reward_model_judges_the_answers_at_the_end_of_a_dialogue_longer_than_max_length(tmp_path):
+    words = ["sun", "tree", "blue", "cat", "road", "milk", "song", "door"]
+    history = "Human: hello there, how are you today?\n\nAssistant: fine, thanks for asking.\n\n"
+    pairs = [(f"{history}Human: say something about {w}\n\nAssistant: ", f"good {w}", f"bad {w}")
+             for w in words * 12]
+    assert len(pairs[0][0]) > 2 * 48  # the character tokenizer: the answers lie past max_length
+    report = train_reward_model(pairs, tmp_path / "rm", backbone="tiny-random", epochs=3,
+                                learning_rate=2e-3, batch_size=16, max_length=48, log=lambda _: None)
+    assert report["held_out_pairwise_accuracy"] >= 0.9
+    reward = ClassifierReward(str(tmp_path / "rm"), max_length=48)
+    query = f"{history}Human: say something about milk\n\nAssistant: "
+    good, bad = reward([Prompt(query)] * 2, ["good milk", "bad milk"])
+    assert good > bad
+
+
 def test_split_dialogue_keeps_the_last_assistant_turn():
     text = "\n\nHuman: hi\n\nAssistant: hello\n\nHuman: help?\n\nAssistant: sure, here"
     prompt, answer = split_dialogue(text, "x")

@@ -74,6 +74,8 @@ class ClassifierReward:
         except OSError as error:
             raise CoryError(f"could not load the reward model '{source}': {error}\n"
                             "Use a local folder offline (reward.model).") from None
+        # The response is at the end of the scored text: a text too long loses its beginning.
+        self.tokenizer.truncation_side = "left"
         n_outputs = self.model.config.num_labels
         self.index = 0 if n_outputs == 1 else label_index(self.model.config.id2label, label, source)
         self.batch_size = batch_size

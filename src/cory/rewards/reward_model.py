@@ -58,6 +58,7 @@ def _backbone(spec: str | None, seed: int):
             config = BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2,
                                 num_attention_heads=2, intermediate_size=64, max_position_embeddings=512,
                                 pad_token_id=tokenizer.pad_token_id, num_labels=1)
+            tokenizer.truncation_side = "left"  # a long dialogue keeps its end: the answers differ there
             return BertForSequenceClassification(config), tokenizer
         source = str(minilm_folder()) if spec is None else spec
         try:
@@ -68,6 +69,7 @@ def _backbone(spec: str | None, seed: int):
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
         model.config.pad_token_id = tokenizer.pad_token_id
+    tokenizer.truncation_side = "left"
     return model, tokenizer
 
 
