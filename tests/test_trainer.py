@@ -7,7 +7,7 @@ import torch
 
 from cory.cli import main
 from cory.errors import ConfigError
-from cory.logging import read_jsonl_rows
+from cory.logging import progress_status, read_jsonl_rows
 from cory.trainer import Trainer
 from helpers.training import run_trainer
 
@@ -67,3 +67,10 @@ def test_cli_train_end_to_end(tmp_path, capsys):
     assert len(read_jsonl_rows(out / "metrics.jsonl")) == 3
     assert any((out / "tensorboard").iterdir())
     assert (out / "final" / "agent0" / "model.safetensors").exists()
+
+
+def test_progress_shows_training_rows_and_the_final_evaluation_row_without_nan():
+    status, label, done = progress_status(4, {"step": 4, "task_reward": 0.5, "kl": 1.25, "eval/task_reward": 0.25})
+    assert (status, label, done) == ("reward +0.500  kl 1.250  eval +0.250", "step 5", 5)
+    status, label, done = progress_status(25, {"step": 25, "eval/task_reward": 0.9})
+    assert (status, label, done) == ("eval +0.900", "final evaluation after step 25", 25)

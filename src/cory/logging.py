@@ -48,6 +48,19 @@ def write_jsonl_atomic(path: Path, rows: list[dict[str, Any]]) -> None:
     partial.replace(path)
 
 
+
+def progress_status(step: int, row: dict[str, Any]) -> tuple[str, str, int]:
+    """(status text, line label, iterations completed) for a metrics row; the row after the
+    last iteration holds only the final evaluation."""
+    parts = []
+    if "task_reward" in row:
+        parts.append(f"reward {row['task_reward']:+.3f}  kl {row.get('kl', float('nan')):.3f}")
+    if "eval/task_reward" in row:
+        parts.append(f"eval {row['eval/task_reward']:+.3f}")
+    if "task_reward" in row:
+        return "  ".join(parts), f"step {step + 1}", step + 1
+    return "  ".join(parts), f"final evaluation after step {step}", step
+
 class RunLogger:
     """Writes every log of one run directory."""
 
@@ -83,13 +96,11 @@ class RunLogger:
             for key, value in row.items():
                 if isinstance(value, (int, float)) and not isinstance(value, bool) and key != "step":
                     self._writer.add_scalar(key, value, step)
-        status = f"reward {row.get('task_reward', float('nan')):+.3f}  kl {row.get('kl', float('nan')):.3f}"
-        if "eval/task_reward" in row:
-            status += f"  eval {row['eval/task_reward']:+.3f}"
+        status, label, completed = progress_status(step, row)
         if self._progress is not None:
-            self._progress.update(self._task, completed=step + 1, status=status)
+            self._progress.update(self._task, completed=completed, status=status)
         elif self._plain:
-            self.console.print(f"step {step + 1}: {status}", highlight=False)
+            self.console.print(f"{label}: {status}", highlight=False)
 
     def samples(self, rows: list[dict[str, Any]]) -> None:
         for row in rows:
