@@ -51,3 +51,34 @@ def test_trimming_a_minibatch_leaves_its_loss_unchanged(make_config):
     trimmed_batch = MiniBatch.take(rollout, rows, targets.advantages, targets.returns, trim=True)
     assert trimmed_batch.query_ids.shape[1] < rollout.query_ids.shape[1]
     assert losses[0] == pytest.approx(losses[1], rel=1e-5, abs=1e-6)
+
+
+def _one_update(make_config, **overrides):
+    """Stats of one update and the flattened change it made to the weights."""
+    config = make_config(ppo__batch_size=4, ppo__mini_batch_size=2, generation__max_new_tokens=6,
+                         generation__length_sampler=[2, 6], **overrides)
+    (agent,) = build_agents(config)
+    before = torch.cat([p.detach().flatten() for p in agent.trainable.values()])
+    reply = agent.generate(["hello", "a much longer prompt", "ok", "the movie"], step=0)
+    stats = agent.update([len(text) / 6.0 for text in reply.texts], step=0)
+    after = torch.cat([p.detach().flatten() for p in agent.trainable.values()])
+    return stats, after - before
+
+
+def test_a_compiled_update_matches_the_eager_one(make_config):
+    eager, eager_change = _one_update(make_config)
+    fast, fast_change = _one_update(make_config, ppo__compile=True)
+    # The second optimiser step's losses depend on the first step's weights.
+    for key in ("policy_loss", "value_loss", "approx_kl", "entropy", "grad_norm"):
+        assert fast[key] == pytest.approx(eager[key], rel=1e-3, abs=1e-5), key
+    # Adam's first steps are ±lr wherever a gradient is ~0, so compare the update as a whole.
+    assert torch.nn.functional.cosine_similarity(fast_change, eager_change, dim=0) > 0.999
+    assert fast_change.norm() == pytest.approx(eager_change.norm().item(), rel=1e-3)
+
+
+def test_compile_without_a_cpp_compiler_names_the_option(make_config, monkeypatch):
+    from cory.errors import ConfigError
+
+    monkeypatch.setenv("CXX", "no-such-compiler-anywhere")
+    with pytest.raises(ConfigError, match="ppo.compile"):
+        build_agents(make_config(ppo__compile=True))

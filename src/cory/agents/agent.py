@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import copy
 import math
+import os
+import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +30,7 @@ from cory.algorithms.ppo import explained_variance
 from cory.algorithms.reinforce import MovingAverageBaseline
 from cory.checkpoint import save_tensors
 from cory.config import RunConfig
-from cory.errors import CoryError
+from cory.errors import ConfigError, CoryError
 from cory.models.generation import SamplingSettings, StopStrings, sample
 from cory.models.policy import Policy, PolicyOutput, ValueHead, hidden_size_of, score_sequences
 from cory.models.reference import Reference
@@ -64,6 +66,14 @@ def lr_lambda(kind: str, warmup: int, total: int):
     return multiplier
 
 
+def compiled(policy: Policy, device: torch.device) -> torch.nn.Module:
+    """``torch.compile`` of ``policy`` with dynamic shapes (mini-batches vary in length)."""
+    if device.type == "cpu" and shutil.which(os.environ.get("CXX", "g++")) is None:
+        raise ConfigError("ppo.compile: torch.compile on CPU needs a C++ compiler; install g++ "
+                        "(or point CXX at one), or set ppo.compile=false")
+    return torch.compile(policy, dynamic=True)
+
+
 def max_positions(lm: torch.nn.Module) -> int | None:
     config = lm.config
     return getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None)
@@ -88,6 +98,8 @@ class Agent:
         self.stop_strings = StopStrings(tokenizer, list(stop_strings))
         value_head = ValueHead(hidden_size_of(lm), generator("value_head", config.seed, index))
         self.policy = Policy(lm, value_head).to(device)
+        # The update's scoring forward; generation and the reference stay eager.
+        self.scorer = compiled(self.policy, device) if config.ppo.compile else self.policy
         self.activate()
         self.trainable = self._trainable_parameters()
         ppo = config.ppo
@@ -301,7 +313,7 @@ class Agent:
         for rows in group:
             batch = MiniBatch.take(rollout, rows.to(self.device), targets.advantages, targets.returns,
                                    trim=ppo.fast_path)
-            out = self.policy(batch.query_ids, batch.query_mask, batch.response_ids,
+            out = self.scorer(batch.query_ids, batch.query_mask, batch.response_ids,
                               batch.response_mask, with_entropy=True,
                               temperature=self.config.generation.temperature,
                               head_on_response_only=ppo.fast_path, with_values=self.uses_values)
