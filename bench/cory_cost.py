@@ -5,7 +5,9 @@
 Each configuration runs in a fresh process (so its peak RSS is its own): single-agent PPO,
 two independent PPO agents on the same prompts (the MoE baseline: what two agents cost when
 the second one's prompts are as short as the first one's), CORY with two full models (one
-shared frozen reference), and CORY with LoRA adapters on one shared base (the reference is
+shared frozen reference), CORY whose observer sees only the query and the pioneer's answer
+(``cory_bare``: the shortest observer prompt the method allows, a lower bound on its cost),
+and CORY with LoRA adapters on one shared base (the reference is
 the base with adapters off), plus PPO with LoRA. All on
 the IMDB task with SmolLM2-135M, batch 16, 16 new tokens, 4 epochs, 2 threads; one warm-up
 iteration, then ``--iterations`` timed ones.
@@ -25,6 +27,7 @@ CASES = {
     "ppo": ["configs/imdb/ppo.yaml"],
     "two_ppo": ["configs/imdb/moe.yaml"],
     "cory": ["configs/imdb/cory.yaml"],
+    "cory_bare": ["configs/imdb/cory.yaml", "task.observer_template={query}{answers}"],
     "ppo_lora": ["configs/imdb/ppo.yaml", "agents.lora.enabled=true", "ppo.learning_rate=2e-4"],
     "cory_lora": ["configs/imdb/cory_lora.yaml"],
 }
@@ -56,13 +59,15 @@ def measure(case: str, iterations: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--iterations", type=int, default=3)
+    parser.add_argument("--cases", nargs="+", choices=list(CASES), default=list(CASES),
+                        help="which cases to run (ppo, the baseline of the ratios, always runs)")
     parser.add_argument("--case", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.case:
         measure(args.case, args.iterations)
         return
     results = {}
-    for case in CASES:
+    for case in dict.fromkeys(["ppo", *args.cases]):
         out = subprocess.run([sys.executable, __file__, "--case", case, "--iterations", str(args.iterations)],
                              capture_output=True, text=True)
         if out.returncode != 0:
