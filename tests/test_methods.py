@@ -167,7 +167,8 @@ def test_elastic_reset_maths_on_a_tiny_parameter_set():
 
 def test_elastic_reset_in_the_agent_resets_to_the_ema(make_config):
     trainer = Trainer(make_config(method="elastic_reset", steps=3, eval_every=0,
-                                  elastic_reset__reset_freq=2, elastic_reset__decay=0.5))
+                                  elastic_reset__reset_freq=2, elastic_reset__decay=0.5,
+                                  elastic_reset__ema_every="iteration"))
     agent = trainer.agents.agents[0]
     seen = {}
     original = agent._elastic_step

@@ -29,12 +29,23 @@ TEMPLATE_FIELDS = {"query", "answers"}
 @dataclass
 class GenerationConfig:
     max_new_tokens: int = option(16, ge=1, help="most tokens per response")
-    min_new_tokens: int = option(0, ge=0, help="EOS is suppressed before this many tokens")
+    min_new_tokens: int = option(
+        0, ge=0, help="EOS is suppressed before this many tokens (0: never, as TRL's min_length -1)")
     length_sampler: list[int] | None = option(
-        None, ge=1, help="[min, max]: each response gets a budget drawn uniformly from it")
+        None, ge=1, help="[min, max], both included (TRL's LengthSampler(a, b) is [a, b - 1]): "
+                         "the token budget is drawn uniformly from it")
+    length_sampler_per: Literal["row", "batch"] = option(
+        "row", help="row: a budget per response; batch: one budget per iteration, shared by "
+                    "every agent (the CORY authors' scripts)")
     temperature: float = option(1.0, gt=0)
     top_k: int = option(0, ge=0, help="0 switches top-k off")
     top_p: float = option(1.0, gt=0, le=1)
+    repetition_penalty: float = option(
+        1.0, gt=0, help="Hugging Face's: logits of tokens already in the prompt or response are "
+                        "divided (positive) or multiplied (negative) by it; 1 switches it off")
+    skip_special_tokens: bool = option(
+        True, help="decode responses without special tokens; false keeps them (e.g. EOS) in the "
+                   "text the reward and the observer see, as the CORY authors' scripts do")
 
 
 @dataclass
@@ -60,6 +71,9 @@ class PPOConfig:
     whiten_rewards: bool = False
     whiten_advantages: bool = True
     max_grad_norm: float | None = option(None, gt=0)
+    ratio_threshold: float | None = option(
+        None, gt=0, help="TRL's guard: a mini-batch whose mean probability ratio exceeds it has its "
+                         "losses zeroed (the optimiser still steps); null: off, TRL's default is 10")
     weight_decay: float = option(0.0, ge=0)
     adam_eps: float = option(1e-8, gt=0)
     lr_scheduler: Literal["constant", "linear", "cosine"] = "constant"
@@ -78,6 +92,13 @@ class AlgorithmConfig:
     name: Literal["ppo", "reinforce_clip", "reinforce", "rloo", "grpo"] = "ppo"
     baseline_decay: float = option(0.9, ge=0, lt=1, help="reinforce: moving-average decay")
     group_size: int = option(4, ge=2, help="rloo / grpo: samples per prompt")
+    returns: Literal["discounted", "trl_gae"] = option(
+        "discounted", help="reinforce_clip: discounted reward-to-go, or TRL's compute_advantages "
+                           "returns (GAE(gamma, lam) advantages + the values of a value head "
+                           "that is never trained), as the CORY authors' REINFORCE trainer")
+    whiten_returns: bool = option(
+        False, help="reinforce_clip: whiten the returns over the batch (adds a batch-mean "
+                    "baseline; the authors' REINFORCE does not)")
 
 
 @dataclass
@@ -116,6 +137,10 @@ class CollectiveConfig:
 @dataclass
 class RolesConfig:
     swap_every: int | None = option(5, ge=1, help="rotate roles every K iterations (null: never)")
+    reset_on_swap: bool = option(
+        False, help="at each exchange give every agent a fresh Adam state, its initial KL "
+                    "coefficient and fresh score moments, and reseed the global RNGs, as the CORY "
+                    "authors' scripts do by rebuilding their PPO trainers")
 
 
 @dataclass
@@ -123,6 +148,9 @@ class ElasticResetConfig:
     enabled: bool = False
     decay: float = option(0.995, gt=0, lt=1)
     reset_freq: int = option(17, ge=1)
+    ema_every: Literal["optimizer_step", "iteration"] = option(
+        "optimizer_step", help="when the EMA takes a step: after every optimiser step (the "
+                               "Elastic Reset authors' code) or once per iteration")
     kl_reference: Literal["reference", "ema"] = "reference"
 
 
@@ -134,7 +162,10 @@ class TaskConfig:
     n_test: int = option(256, ge=1, help="held-out prompts kept for evaluation")
     max_prompt_tokens: int = option(256, ge=4, help="longer prompts are cut from the left")
     query_min_tokens: int = option(2, ge=1, help="imdb: shortest review prefix")
-    query_max_tokens: int = option(8, ge=1, help="imdb: longest review prefix")
+    query_max_tokens: int = option(8, ge=1, help="imdb: longest review prefix (included)")
+    min_review_chars: int = option(
+        0, ge=0, help="imdb: keep reviews longer than this many characters (the CORY authors: "
+                      "100 for CORY, 200 for PPO)")
     observer_template: str | None = option(None, help="placeholders {query} and {answers}")
     answer_separator: str = "\n"
     stop_strings: list[str] | None = option(

@@ -19,8 +19,10 @@ METHOD_PRESETS: dict[str, dict[str, Any]] = {
         "roles": {"swap_every": 5},
         "algorithm": {"name": "ppo"},
     },
-    # REINFORCE as in the CORY authors' TRL fork: PPO-clip on returns, no value loss.
-    "reinforce": {"topology": {"name": "single"}, "algorithm": {"name": "reinforce_clip"}},
+    # REINFORCE as in the CORY authors' TRL fork: PPO-clip with TRL's GAE returns (of a
+    # value head that is never trained) as advantages, not whitened, no value loss.
+    "reinforce": {"topology": {"name": "single"},
+                  "algorithm": {"name": "reinforce_clip", "returns": "trl_gae", "whiten_returns": False}},
     # Classic REINFORCE with a moving-average baseline.
     "reinforce_baseline": {"topology": {"name": "single"}, "algorithm": {"name": "reinforce"}},
     # Group baselines: several samples per prompt.
@@ -30,7 +32,7 @@ METHOD_PRESETS: dict[str, dict[str, Any]] = {
     "elastic_reset": {
         "topology": {"name": "single"},
         "algorithm": {"name": "ppo"},
-        "elastic_reset": {"enabled": True, "decay": 0.995, "reset_freq": 17},
+        "elastic_reset": {"enabled": True, "decay": 0.995, "reset_freq": 17, "ema_every": "optimizer_step"},
         "ppo": {"init_kl_coef": 0.001},
     },
     # MoE baseline: two independent PPO agents; the system keeps the higher-value answer.

@@ -171,6 +171,9 @@ class Trainer:
         """One training iteration (rollout, rewards, updates); returns its metrics row."""
         config = self.config
         started = time.perf_counter()
+        if config.roles.reset_on_swap and self.roles.exchanges_at(step):
+            self.agents.call_all("reset_learning_state")
+            seed_everything(config.seed)  # as TRL's PPOTrainer does when it is built
         mapping = self.roles.agent_for_role(step)
         queries = self.sampler.batch(step)
         episode = run_episode(self.agents, self.topology, mapping, self.task, queries, step)

@@ -23,7 +23,8 @@ from safetensors.torch import load_file
 from transformers import PreTrainedTokenizerBase
 
 from cory.agents.elastic_reset import ElasticReset
-from cory.agents.objectives import USES_VALUE_LOSS, Targets, compute_targets, minibatch_loss
+from cory.agents.objectives import (USES_VALUE_LOSS, Targets, compute_targets, minibatch_loss,
+                                    returns_need_values)
 from cory.algorithms.kl import AdaptiveKLController, FixedKLController, kl_per_token
 from cory.algorithms.normalize import RunningMoments, transform_scores
 from cory.algorithms.ppo import explained_variance
@@ -109,8 +110,7 @@ class Agent:
                                            **({"fused": True} if ppo.fast_path else {"foreach": False}))
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, lr_lambda(ppo.lr_scheduler, ppo.warmup_steps, config.steps))
-        self.kl_ctl = (AdaptiveKLController(ppo.init_kl_coef, ppo.target, ppo.horizon)
-                       if ppo.adap_kl_ctrl else FixedKLController(ppo.init_kl_coef))
+        self.kl_ctl = self._new_kl_controller()
         self.moments = RunningMoments()
         self.baseline = (MovingAverageBaseline(config.algorithm.baseline_decay)
                          if config.algorithm.name == "reinforce" else None)
@@ -118,7 +118,8 @@ class Agent:
         self.elastic = ElasticReset(self.trainable, er.decay, er.reset_freq) if er.enabled else None
         self.rollout: Rollout | None = None
         # Values feed the PPO value loss and the MoE answer choice; others skip the head.
-        self.uses_values = config.algorithm.name in USES_VALUE_LOSS or config.topology.answer == "value"
+        self.uses_values = (config.algorithm.name in USES_VALUE_LOSS or config.topology.answer == "value"
+                            or returns_need_values(config.algorithm))
 
     # ------------------------------------------------------------------ set-up
     def activate(self) -> None:
@@ -169,16 +170,23 @@ class Agent:
                                   device=self.device)
         return query_ids, query_mask, truncated
 
-    def _budgets(self, batch: int, gen: torch.Generator) -> torch.Tensor | None:
-        bounds = self.config.generation.length_sampler
-        if bounds is None:
+    def _budgets(self, batch: int, step: int, phase: str) -> torch.Tensor | None:
+        """Token budgets from the length sampler: one per row (seeded per agent), or one per
+        batch (seeded without the agent, so every agent of the iteration draws the same)."""
+        gen = self.config.generation
+        if gen.length_sampler is None:
             return None
-        return torch.randint(bounds[0], bounds[1] + 1, (batch,), generator=gen)
+        low, high = gen.length_sampler
+        if gen.length_sampler_per == "batch":
+            drawn = torch.randint(low, high + 1, (1,), generator=generator("length", self.config.seed, step, phase))
+            return drawn.expand(batch)
+        return torch.randint(low, high + 1, (batch,),
+                             generator=generator("length", self.config.seed, step, self.index, phase))
 
     def _settings(self, greedy: bool) -> SamplingSettings:
         gen = self.config.generation
         return SamplingSettings(gen.max_new_tokens, gen.min_new_tokens, gen.temperature,
-                                gen.top_k, gen.top_p, greedy=greedy)
+                                gen.top_k, gen.top_p, gen.repetition_penalty, greedy=greedy)
 
     def generate(self, prompts: list[str], step: int, phase: str = "train",
                  greedy: bool = False, keep: bool = True) -> Reply:
@@ -194,7 +202,7 @@ class Agent:
             self.policy.lm, query_ids, query_mask, self._settings(greedy), self.stop_ids,
             self.tokenizer.pad_token_id, generator=sampler,
             value_head=self.policy.value_head if fused and self.uses_values else None,
-            max_new_per_row=self._budgets(len(prompts), generator("length", *seed_parts)),
+            max_new_per_row=self._budgets(len(prompts), step, phase),
             stop_strings=self.stop_strings)
         response_ids, response_mask = generated.response_ids, generated.response_mask
         generated_at = time.perf_counter()
@@ -218,16 +226,17 @@ class Agent:
                           ref_logprobs, kl_tokens)
         if keep:
             self.rollout = rollout
-        texts = self.tokenizer.batch_decode(response_ids * response_mask.long()
-                                            + self.tokenizer.pad_token_id * (1 - response_mask.long()),
-                                            skip_special_tokens=True)
+        lengths = response_mask.sum(-1).tolist()
+        texts = self.tokenizer.batch_decode(
+            [ids[:n] for ids, n in zip(response_ids.tolist(), lengths)],
+            skip_special_tokens=self.config.generation.skip_special_tokens)
         texts = [self.stop_strings.cut(text) for text in texts]
         finished = time.perf_counter()
         return Reply(
             texts=texts,
             values=rollout.last_values().tolist(),
             kl=rollout.kl_sum().tolist(),
-            lengths=response_mask.sum(-1).tolist(),
+            lengths=lengths,
             hit_length_limit=generated.hit_length_limit.tolist(),
             prompts_truncated=truncated,
             prompt_length=query_mask.sum(-1).float().mean().item(),
@@ -278,13 +287,16 @@ class Agent:
         if counts == 0:
             return self._fault(stats, "non-finite loss or gradient in every mini-batch")
         kl = rollout.kl_sum().mean().item()
-        self.kl_ctl.update(kl, rollout.size)
+        # As TRL: the controller sees the configured estimator, summed over each response.
+        controller_kl = rollout.kl_tokens.sum(-1).mean().item()
+        self.kl_ctl.update(controller_kl, rollout.size)
         self.scheduler.step()
         reset = self._elastic_step(step)
         mask = rollout.response_mask.float()
         stats.update({key: value / counts for key, value in sums.items()})
         stats.update({
             "kl": kl,
+            "kl_controller_input": controller_kl,
             "score": scaled.mean().item(),
             "return": targets.returns[:, 0].mean().item(),
             **({"explained_variance": explained_variance(rollout.values, targets.returns, mask),
@@ -330,17 +342,33 @@ class Agent:
             self.optimizer.zero_grad(set_to_none=True)
             return None
         self.optimizer.step()
+        if self.elastic is not None and self.config.elastic_reset.ema_every == "optimizer_step":
+            self.elastic.update_ema()
         sums["grad_norm"] = grad_norm.item()
         return sums
 
     def _elastic_step(self, step: int) -> bool:
         if self.elastic is None:
             return False
-        self.elastic.update_ema()
+        if self.config.elastic_reset.ema_every == "iteration":
+            self.elastic.update_ema()
         if self.elastic.due(step):
             self.elastic.reset()
             return True
         return False
+
+    def reset_learning_state(self) -> None:
+        """What rebuilding a TRL PPO trainer resets (``roles.reset_on_swap``): a fresh Adam
+        state, the initial KL coefficient and fresh score moments. Weights, value head, LR
+        schedule, baseline and Elastic-Reset EMA are kept."""
+        self.optimizer.state.clear()
+        self.kl_ctl = self._new_kl_controller()
+        self.moments = RunningMoments()
+
+    def _new_kl_controller(self) -> FixedKLController:
+        ppo = self.config.ppo
+        return (AdaptiveKLController(ppo.init_kl_coef, ppo.target, ppo.horizon)
+                if ppo.adap_kl_ctrl else FixedKLController(ppo.init_kl_coef))
 
     def _fault(self, stats: dict[str, float | str], reason: str) -> dict[str, float | str]:
         """This iteration's update was skipped; say why (the trainer counts faults)."""

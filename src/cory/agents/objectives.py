@@ -1,7 +1,9 @@
 """What each algorithm optimises: its advantages and returns, and its mini-batch loss.
 
 ``ppo``            GAE advantages, clipped policy loss + clipped value loss.
-``reinforce_clip`` the CORY authors' REINFORCE: PPO-clip on discounted returns, no value loss.
+``reinforce_clip`` the CORY authors' REINFORCE: PPO-clip on returns used as advantages, no value
+                   loss; ``algorithm.returns: trl_gae`` computes them exactly as their fork
+                   (GAE returns of a value head that is never trained), not whitened.
 ``reinforce``      classic REINFORCE: returns minus a moving-average baseline, no clipping.
 ``rloo`` / ``grpo`` sequence-level group baselines (several samples per prompt), PPO-clip.
 """
@@ -21,6 +23,11 @@ from cory.models.policy import PolicyOutput
 from cory.rollout import MiniBatch, Rollout
 
 USES_VALUE_LOSS = {"ppo"}
+
+
+def returns_need_values(algorithm: AlgorithmConfig) -> bool:
+    """Whether the returns read the value head although the algorithm never trains it."""
+    return algorithm.name == "reinforce_clip" and algorithm.returns == "trl_gae"
 
 
 @dataclass
@@ -55,10 +62,14 @@ def compute_targets(
         advantages, returns = gae(rewards, rollout.values, mask, ppo.gamma, ppo.lam,
                                   whiten=ppo.whiten_advantages)
         return Targets(advantages, returns, rewards)
-    returns = discounted_returns(rewards, mask, ppo.gamma)
     if name == "reinforce_clip":
-        advantages = masked_whiten(returns, mask) * mask if ppo.whiten_advantages else returns
+        if algorithm.returns == "trl_gae":
+            _, returns = gae(rewards, rollout.values, mask, ppo.gamma, ppo.lam, whiten=False)
+        else:
+            returns = discounted_returns(rewards, mask, ppo.gamma)
+        advantages = masked_whiten(returns, mask) * mask if algorithm.whiten_returns else returns
         return Targets(advantages, returns, rewards)
+    returns = discounted_returns(rewards, mask, ppo.gamma)
     if name == "reinforce":
         assert baseline is not None, "reinforce needs a moving-average baseline"
         sequence_return = returns[:, 0]
@@ -87,6 +98,10 @@ def minibatch_loss(
         loss = loss + ppo.vf_coef * value.loss
         stats["value_loss"] = value.loss.detach()
         stats["value_clip_fraction"] = value.clip_fraction
+    guarded = ppo.ratio_threshold is not None and policy.ratio_mean.item() > ppo.ratio_threshold
+    if guarded:  # TRL zeroes the losses; the optimiser still steps on its momentum
+        loss = loss * 0.0
+    stats["ratio_guarded"] = torch.tensor(float(guarded))
     if out.entropy is not None:
         stats["entropy"] = masked_mean(out.entropy, mask)
     return loss, stats

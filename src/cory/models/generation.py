@@ -1,8 +1,11 @@
 """Batched sampling with a KV cache, left-padded prompts and right-padded responses.
 
 The sampler records, for every sampled token, its log-prob under the policy (the LM's
-distribution at the sampling temperature, before top-k / top-p / min-length filtering) and
-the value of the state before it, so the rollout needs no second policy forward.
+distribution at the sampling temperature, before repetition penalty, top-k / top-p and
+min-length filtering) and the value of the state before it, so the rollout needs no second
+policy forward. Those filters shape how responses are drawn, but the policy PPO trains,
+scores in the update and compares with the reference is the LM itself, as in TRL: the
+recorded log-probs must be the ones the update recomputes, or the first PPO ratio is not 1.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ class SamplingSettings:
     temperature: float = 1.0
     top_k: int = 0
     top_p: float = 1.0
+    repetition_penalty: float = 1.0
     greedy: bool = False
 
 
@@ -55,6 +59,14 @@ def filter_logits(logits: torch.Tensor, settings: SamplingSettings) -> torch.Ten
         drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
         logits = logits.masked_fill(drop, float("-inf"))
     return logits
+
+
+def penalise_repetition(logits: torch.Tensor, seen: torch.Tensor, penalty: float) -> torch.Tensor:
+    """Hugging Face's repetition penalty on ``[batch, vocab]`` logits: where ``seen`` (the
+    token occurs in the row's prompt or response so far), a positive logit is divided by
+    ``penalty`` and a negative one multiplied by it."""
+    penalised = torch.where(logits > 0, logits / penalty, logits * penalty)
+    return torch.where(seen, penalised, logits)
 
 
 class StopStrings:
@@ -119,13 +131,17 @@ def sample(
 
     out = lm(input_ids=query_ids, attention_mask=attention, position_ids=positions, use_cache=True,
              logits_to_keep=1, output_hidden_states=value_head is not None)
+    penalise = settings.repetition_penalty != 1.0
+    if penalise:  # which tokens each row has seen; padding does not count
+        seen = torch.zeros(out.logits.shape[0], out.logits.shape[-1], dtype=torch.int32, device=device)
+        seen = seen.scatter_add_(1, query_ids, query_mask.int()) > 0
     for step in range(int(budget.max())):
         logits = out.logits[:, -1].float()
         if not bool(torch.isfinite(logits[~finished]).all()):
             raise NumericFault(f"non-finite logits while sampling token {step} of the response")
         if value_head is not None:
             values.append(value_head(out.hidden_states[-1][:, -1]).float())
-        candidates = logits.clone()
+        candidates = penalise_repetition(logits, seen, settings.repetition_penalty) if penalise else logits.clone()
         if step < settings.min_new_tokens:
             candidates[:, stop] = float("-inf")
         if settings.greedy:
@@ -137,6 +153,8 @@ def sample(
         logprobs.append(token_logprobs(logits / settings.temperature, token))
         tokens.append(token)
         masks.append(~finished)
+        if penalise:
+            seen[torch.arange(batch, device=device), token] |= ~finished
         is_stop = torch.isin(token, stop)
         if stop_strings is not None and stop_strings.strings:
             is_stop |= stop_strings.hits(tokens, ~finished)

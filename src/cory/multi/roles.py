@@ -21,6 +21,10 @@ class RoleSchedule:
             return 0
         return step // self.swap_every
 
+    def exchanges_at(self, step: int) -> bool:
+        """Whether roles change hands between iterations ``step - 1`` and ``step``."""
+        return step > 0 and self.swaps_before(step) != self.swaps_before(step - 1)
+
     def agent_for_role(self, step: int) -> list[int]:
         shift = self.swaps_before(step) % self.n_agents
         return [(role + shift) % self.n_agents for role in range(self.n_agents)]

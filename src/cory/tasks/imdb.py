@@ -12,6 +12,7 @@ import random
 from transformers import PreTrainedTokenizerBase
 
 from cory.config import TaskConfig
+from cory.errors import ConfigError
 from cory.sources import is_local_file, load_hub_dataset, read_rated_snippets, read_texts
 from cory.tasks.base import Prompt, Task, split_train_test
 
@@ -36,6 +37,15 @@ def review_prefixes(reviews: list[str], tokenizer: PreTrainedTokenizerBase, low:
     return prompts
 
 
+def longer_than(reviews: list[str], chars: int, split: str) -> list[str]:
+    """The reviews of more than ``chars`` characters (the CORY authors' length filter)."""
+    kept = [review for review in reviews if len(review) > chars]
+    if not kept:
+        raise ConfigError(f"task.min_review_chars: no {split} review is longer than {chars} "
+                          "characters; lower it (the offline snippets are single sentences)")
+    return kept
+
+
 def build_imdb(config: TaskConfig, tokenizer: PreTrainedTokenizerBase) -> Task:
     low, high = config.query_min_tokens, config.query_max_tokens
     if config.source is None:
@@ -51,6 +61,8 @@ def build_imdb(config: TaskConfig, tokenizer: PreTrainedTokenizerBase) -> Task:
         train_reviews = [row["text"] for row in load_hub_dataset(config.source, "train")]
         test_reviews = [row["text"] for row in load_hub_dataset(config.test_source or config.source, "test")]
         test_reviews = random.Random(0).sample(test_reviews, min(config.n_test, len(test_reviews)))
+    train_reviews = longer_than(train_reviews, config.min_review_chars, "training")
+    test_reviews = longer_than(test_reviews, config.min_review_chars, "test")
     return Task(
         name="imdb",
         train=review_prefixes(train_reviews, tokenizer, low, high, seed=1),
