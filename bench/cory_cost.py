@@ -23,6 +23,8 @@ import subprocess
 import sys
 import tempfile
 
+from settings import THROUGHPUT_SETTINGS
+
 CASES = {
     "ppo": ["configs/imdb/ppo.yaml"],
     "two_ppo": ["configs/imdb/moe.yaml"],
@@ -31,7 +33,7 @@ CASES = {
     "ppo_lora": ["configs/imdb/ppo.yaml", "agents.lora.enabled=true", "ppo.learning_rate=2e-4"],
     "cory_lora": ["configs/imdb/cory_lora.yaml"],
 }
-COMMON = ["threads=2", "eval_every=0", "generation.min_new_tokens=16", "generation.max_new_tokens=16",
+COMMON = [*THROUGHPUT_SETTINGS, "threads=2", "eval_every=0", "generation.min_new_tokens=16", "generation.max_new_tokens=16",
           "log.tensorboard=false", "log.progress=false", "log.n_samples=0"]
 
 

@@ -18,6 +18,8 @@ import tempfile
 from cory.config import load_config
 from cory.trainer import Trainer
 
+from settings import THROUGHPUT_SETTINGS
+
 PHASES = ("time/generate", "time/reference", "time/score", "time/update", "time/iteration")
 
 
@@ -30,7 +32,7 @@ def main() -> None:
     parser.add_argument("--compile", action="store_true", help="set ppo.compile=true")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as out:
-        config = load_config("configs/imdb/ppo.yaml", [
+        config = load_config("configs/imdb/ppo.yaml", [*THROUGHPUT_SETTINGS,
             f"model={args.model}", f"steps={args.iterations + 1}", f"output_dir={out}",
             f"threads={args.threads}", "eval_every=0", "eval.n_prompts=1",
             "generation.max_new_tokens=16", "generation.min_new_tokens=16",

@@ -21,7 +21,9 @@ import torch
 from cory.config import load_config
 from cory.trainer import Trainer
 
-COMMON = ["eval_every=0", "log.tensorboard=false", "log.progress=false", "log.n_samples=0",
+from settings import THROUGHPUT_SETTINGS
+
+COMMON = [*THROUGHPUT_SETTINGS, "eval_every=0", "log.tensorboard=false", "log.progress=false", "log.n_samples=0",
           "generation.min_new_tokens=16", "generation.max_new_tokens=16"]
 
 

@@ -26,7 +26,9 @@ from safetensors.torch import load_file
 
 from cory.logging import read_jsonl_rows
 
-OVERRIDES = ["method=cory", "agents.lora.enabled=true", "ppo.learning_rate=2e-4", "ppo.batch_size=4",
+from settings import THROUGHPUT_SETTINGS
+
+OVERRIDES = [*THROUGHPUT_SETTINGS, "method=cory", "agents.lora.enabled=true", "ppo.learning_rate=2e-4", "ppo.batch_size=4",
              "ppo.mini_batch_size=4", "ppo.ppo_epochs=2", "generation.max_new_tokens=8",
              "generation.min_new_tokens=2", "save_every=10", "keep_last=2", "eval_every=50",
              "eval.n_prompts=16", "log.progress=false", "log.tensorboard=false"]

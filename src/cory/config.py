@@ -7,6 +7,7 @@ file, the CLI overrides; then ``validate`` checks what spans several keys.
 
 from __future__ import annotations
 
+import re
 import string
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +25,7 @@ REWARDS = ("sentiment", "hf_classifier", "vader", "exact_match", "reward_model",
            "target_fraction", "python")
 ALGORITHMS = ("ppo", "reinforce_clip", "reinforce", "rloo", "grpo")
 TEMPLATE_FIELDS = {"query", "answers"}
+DEVICE_NAME = re.compile(r"^(cpu|cuda(:\d+)?)$")
 
 
 @dataclass
@@ -114,6 +116,8 @@ class LoraConfig:
 @dataclass
 class AgentsConfig:
     models: list[str] | None = option(None, help="one model spec per agent (default: model)")
+    devices: list[str] | None = option(
+        None, help="one device per agent, e.g. [cuda:0, cuda:1] (default: device for all)")
     lora: LoraConfig = option(LoraConfig)
 
 
@@ -221,8 +225,15 @@ class RunConfig:
     steps: int = option(100, ge=1, help="training iterations")
     seed: int = 0
     output_dir: str = "runs/default"
-    device: Literal["auto", "cpu", "cuda"] = "auto"
-    dtype: Literal["float32", "bfloat16", "float16"] = "float32"
+    device: str = option("auto", help="auto, cpu, cuda or cuda:N")
+    dtype: Literal["float32", "bfloat16", "float16"] = option(
+        "float32", help="the dtype weights are stored, trained and saved in")
+    mixed_precision: Literal["no", "bf16"] = option(
+        "no", help="bf16: forward passes under torch.autocast(bfloat16) over float32 weights (the "
+                   "standard AMP recipe; log-probs, KL and losses stay float32)")
+    deterministic: bool = option(
+        False, help="torch.use_deterministic_algorithms and a fixed cuBLAS workspace, for "
+                    "bit-exact resume on a GPU (slower; CPU runs are deterministic already)")
     threads: int | None = option(None, ge=1, help="torch CPU threads (null: torch's default)")
     trust_remote_code: bool = False
     eval_every: int = option(10, ge=0, help="0: evaluate only at the end")
@@ -251,6 +262,10 @@ class RunConfig:
     @property
     def n_agents(self) -> int:
         return n_agents_of(self.topology)
+
+    def agent_devices(self) -> list[str]:
+        """The device name of each agent ('auto' resolved by the agent factory)."""
+        return list(self.agents.devices) if self.agents.devices else [self.device] * self.n_agents
 
     def agent_models(self) -> list[str]:
         """The model spec of each agent."""
@@ -335,14 +350,25 @@ def validate(config: RunConfig) -> RunConfig:
                           f"eval.samples_per_prompt ({config.eval.samples_per_prompt}); raise n")
     if config.resume not in (None, "auto") and not Path(config.resume).is_dir():
         raise ConfigError(f"resume: '{config.resume}' is not a checkpoint folder; use 'auto' or a path")
-    if config.device == "cuda":
-        import torch
-
-        if not torch.cuda.is_available():
-            raise ConfigError("device: 'cuda' was requested but no CUDA GPU is visible; "
-                              "use device=cpu or device=auto")
-    if config.dtype == "float16" and config.device != "cuda":
+    if config.device != "auto" and not DEVICE_NAME.match(config.device):
+        raise ConfigError(f"device: '{config.device}' is not a device; use auto, cpu, cuda or cuda:N")
+    if config.agents.devices is not None:
+        if len(config.agents.devices) != config.n_agents:
+            raise ConfigError(
+                f"agents.devices: lists {len(config.agents.devices)} device(s) but topology "
+                f"'{topo.name}' has {config.n_agents} agent(s); give one device per agent")
+        for i, name in enumerate(config.agents.devices):
+            if not DEVICE_NAME.match(name):
+                raise ConfigError(f"agents.devices[{i}]: '{name}' is not a device; use cpu, cuda or cuda:N")
+        if config.agents.lora.enabled and config.agents.lora.shared_base and len(set(config.agents.devices)) > 1:
+            raise ConfigError("agents.devices: agents sharing one LoRA base must share its device; "
+                              "set agents.lora.shared_base=false or give every agent the same device")
+    if config.dtype == "float16" and "cuda" not in config.device and not any(
+            "cuda" in d for d in config.agents.devices or ()):
         raise ConfigError("dtype: float16 needs device=cuda; use float32 or bfloat16 on CPU")
+    if config.mixed_precision == "bf16" and config.dtype != "float32":
+        raise ConfigError(f"mixed_precision: bf16 autocasts over float32 weights, but dtype is "
+                          f"{config.dtype}; set dtype=float32 (or mixed_precision=no)")
     return config
 
 

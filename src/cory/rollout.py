@@ -31,7 +31,7 @@ class Rollout:
     def last_values(self) -> torch.Tensor:
         """The value estimate at each response's last token."""
         last = (self.response_mask.sum(-1).long() - 1).clamp(min=0)
-        return self.values[torch.arange(self.size), last]
+        return self.values[torch.arange(self.size, device=self.values.device), last]
 
 
 def trim_padding(query_ids: torch.Tensor, query_mask: torch.Tensor, response_mask: torch.Tensor

@@ -95,6 +95,8 @@ class Trainer:
         seed_everything(config.seed)
         if config.threads:
             torch.set_num_threads(config.threads)
+        if config.deterministic:
+            use_deterministic_algorithms()
         self.task = task or build_task(config.task, load_tokenizer(config.agent_models()[0],
                                                                     config.trust_remote_code))
         self.agents = agents or _build_agent_group(config, self.task)
@@ -299,7 +301,7 @@ class Trainer:
                 "save_every, keep_last, log, resume, output_dir).")
         for index, meta in enumerate(checkpoint.state["agents"]):
             self.agents.call("read_state", {index: (checkpoint.path, meta)})
-        _set_rng_state(checkpoint.state["rng"], checkpoint.tensors("rng")["torch"])
+        _set_rng_state(checkpoint.state["rng"], checkpoint.tensors("rng"))
         for name in LOG_FILES:
             rows = [json.loads(line) for line in checkpoint.texts.get(name, "").splitlines() if line]
             write_jsonl_atomic(self.run_dir / name, rows)
@@ -312,7 +314,7 @@ class Trainer:
         """Checkpoint the whole run after ``step`` finished iterations."""
         def write(folder: Path) -> dict[str, Any]:
             agent_meta = self.agents.call_all("write_state", folder)
-            save_tensors(folder, "rng", {"torch": torch.get_rng_state()})
+            save_tensors(folder, "rng", _torch_rng_tensors())
             return {
                 "step": step, "config": to_dict(self.config), "agents": agent_meta,
                 "roles": {"agent_for_role": self.roles.agent_for_role(step),
@@ -363,12 +365,30 @@ def _rng_state() -> dict[str, Any]:
             "numpy": [np_state[0], np_state[1].tolist(), int(np_state[2]), int(np_state[3]), float(np_state[4])]}
 
 
-def _set_rng_state(state: dict[str, Any], torch_state: torch.Tensor) -> None:
+def _torch_rng_tensors() -> dict[str, torch.Tensor]:
+    """torch's CPU generator state and, once CUDA is in use, every GPU's."""
+    tensors = {"torch": torch.get_rng_state()}
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        tensors.update({f"cuda.{i}": state for i, state in enumerate(torch.cuda.get_rng_state_all())})
+    return tensors
+
+
+def _set_rng_state(state: dict[str, Any], torch_states: dict[str, torch.Tensor]) -> None:
     version, internal, gauss = state["python"]
     random.setstate((version, tuple(internal), gauss))
     kind, keys, pos, has_gauss, cached = state["numpy"]
     np.random.set_state((kind, np.array(keys, dtype=np.uint32), pos, has_gauss, cached))
-    torch.set_rng_state(torch_state)
+    torch.set_rng_state(torch_states["torch"])
+    cuda = [torch_states[f"cuda.{i}"] for i in range(len(torch_states)) if f"cuda.{i}" in torch_states]
+    if cuda and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(cuda[: torch.cuda.device_count()])
+
+
+def use_deterministic_algorithms() -> None:
+    """Deterministic kernels everywhere (``deterministic: true``); the cuBLAS workspace
+    setting must be in the environment before cuBLAS starts, so set it first."""
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.use_deterministic_algorithms(True)
 
 
 def _sample_rows(step: int, phase: str, episode: Episode, names: list[str], n: int) -> list[dict[str, Any]]:
@@ -387,7 +407,11 @@ def _build_reward(config: RunConfig, task: Task):
         from cory.distributed.ray_backend import RayReward
 
         return RayReward(config, task.default_reward)
-    return build_reward(config, task.default_reward, log=print)
+    from cory.agents.factory import resolve_device
+
+    # A reward model sits beside the first agent (on its GPU when there is one).
+    device = resolve_device(config.agent_devices()[0], "device")
+    return build_reward(config, task.default_reward, device=device, log=print)
 
 
 def _build_agent_group(config: RunConfig, task: Task):

@@ -192,10 +192,19 @@ class Agent:
                  greedy: bool = False, keep: bool = True) -> Reply:
         """Answer ``prompts``; with ``keep`` the rollout is held for the next ``update``."""
         self.activate()
+        with self._autocast():
+            return self._generate(prompts, step, phase, greedy, keep)
+
+    def _autocast(self) -> torch.autocast:
+        """bfloat16 autocast of the forward passes when ``mixed_precision: bf16``."""
+        return torch.autocast(self.device.type, dtype=torch.bfloat16,
+                              enabled=self.config.mixed_precision == "bf16")
+
+    def _generate(self, prompts: list[str], step: int, phase: str, greedy: bool, keep: bool) -> Reply:
         started = time.perf_counter()
         query_ids, query_mask, truncated = self._encode(prompts)
-        seed_parts = (self.config.seed, step, self.index, phase)
-        sampler = generator("sample", *seed_parts)
+        # Created on the model's device: torch.multinomial needs its generator there.
+        sampler = generator("sample", self.config.seed, step, self.index, phase, device=self.device)
         temperature = self.config.generation.temperature
         fused = self.config.ppo.fast_path and self.config.ppo.kl_penalty != "full"
         generated = sample(
@@ -325,10 +334,11 @@ class Agent:
         for rows in group:
             batch = MiniBatch.take(rollout, rows.to(self.device), targets.advantages, targets.returns,
                                    trim=ppo.fast_path)
-            out = self.scorer(batch.query_ids, batch.query_mask, batch.response_ids,
-                              batch.response_mask, with_entropy=True,
-                              temperature=self.config.generation.temperature,
-                              head_on_response_only=ppo.fast_path, with_values=self.uses_values)
+            with self._autocast():
+                out = self.scorer(batch.query_ids, batch.query_mask, batch.response_ids,
+                                  batch.response_mask, with_entropy=True,
+                                  temperature=self.config.generation.temperature,
+                                  head_on_response_only=ppo.fast_path, with_values=self.uses_values)
             loss, loss_stats = minibatch_loss(self.config.algorithm, ppo, out, batch)
             if not torch.isfinite(loss):
                 self.optimizer.zero_grad(set_to_none=True)

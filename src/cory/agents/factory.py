@@ -19,10 +19,19 @@ from cory.models.registry import LoadedModel, load_model, stop_token_ids
 from cory.seeding import derive_seed
 
 
-def resolve_device(name: str) -> torch.device:
+def resolve_device(name: str, key: str = "device") -> torch.device:
+    """``auto``: the first GPU if there is one; a CUDA device must exist (errors name ``key``)."""
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
+    device = torch.device(name)
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ConfigError(f"{key}: '{name}' was requested but no CUDA GPU is visible; "
+                              "use cpu or auto")
+        if device.index is not None and device.index >= torch.cuda.device_count():
+            raise ConfigError(f"{key}: '{name}' does not exist; this machine has "
+                              f"{torch.cuda.device_count()} GPU(s)")
+    return device
 
 
 def _lora_config(config: RunConfig):
@@ -54,18 +63,18 @@ def build_agents(config: RunConfig, task_chat: bool = False, stop_strings: list[
     holds). ``policy_sources`` optionally starts each agent's policy from another spec (a
     trained folder) while its reference stays the base. ``stop_strings`` end a response
     (the task's, e.g. the next "Question:")."""
-    device = resolve_device(config.device)
+    devices = [resolve_device(name, "device" if config.agents.devices is None else f"agents.devices[{i}]")
+               for i, name in enumerate(config.agent_devices())]
     specs = config.agent_models()
-    bases: dict[str, LoadedModel] = {}
-    references: dict[str, Reference] = {}
+    bases: dict[tuple[str, torch.device], LoadedModel] = {}
+    references: dict[tuple[str, torch.device], Reference] = {}
     peft_bases: dict[str, torch.nn.Module] = {}
     agents = []
     for index in range(len(specs)) if indices is None else indices:
-        spec = specs[index]
-        if spec not in bases:
-            bases[spec] = load_model(spec, config.dtype, config.trust_remote_code)
-            bases[spec].model.to(device)
-        base = bases[spec]
+        spec, device = specs[index], devices[index]
+        if (spec, device) not in bases:
+            bases[(spec, device)] = _base_on(device, spec, bases, config)
+        base = bases[(spec, device)]
         source = policy_sources[index] if policy_sources else spec
         if config.agents.lora.enabled:
             lm, reference, adapter = _lora_policy(config, base, spec, index, peft_bases)
@@ -76,9 +85,9 @@ def build_agents(config: RunConfig, task_chat: bool = False, stop_strings: list[
                 lm = copy.deepcopy(base.model)
             for param in lm.parameters():
                 param.requires_grad_(True)
-            if spec not in references:  # the loaded base itself becomes the frozen reference
-                references[spec] = frozen_reference(base.model)
-            reference, adapter = references[spec], None
+            if (spec, device) not in references:  # the loaded base becomes that device's reference
+                references[(spec, device)] = frozen_reference(base.model)
+            reference, adapter = references[(spec, device)], None
         agent = Agent(index, lm, base.tokenizer, reference, stop_token_ids(base), config, device,
                       adapter=adapter, use_chat=_use_chat(config, task_chat, base),
                       stop_strings=stop_strings)
@@ -86,6 +95,17 @@ def build_agents(config: RunConfig, task_chat: bool = False, stop_strings: list[
             agent.policy.load_value_head(source)  # a folder without one keeps the fresh head
         agents.append(agent)
     return agents
+
+
+def _base_on(device: torch.device, spec: str, bases: dict[tuple[str, torch.device], LoadedModel],
+             config: RunConfig) -> LoadedModel:
+    """Base model ``spec`` on ``device``: a copy of one already loaded elsewhere, or a load."""
+    for (loaded_spec, _), loaded in bases.items():
+        if loaded_spec == spec:
+            return LoadedModel(spec, copy.deepcopy(loaded.model).to(device), loaded.tokenizer)
+    loaded = load_model(spec, config.dtype, config.trust_remote_code)
+    loaded.model.to(device)
+    return loaded
 
 
 def _lora_policy(config: RunConfig, base: LoadedModel, spec: str, index: int,

@@ -101,7 +101,7 @@ def minibatch_loss(
     guarded = ppo.ratio_threshold is not None and policy.ratio_mean.item() > ppo.ratio_threshold
     if guarded:  # TRL zeroes the losses; the optimiser still steps on its momentum
         loss = loss * 0.0
-    stats["ratio_guarded"] = torch.tensor(float(guarded))
+    stats["ratio_guarded"] = torch.tensor(float(guarded), device=loss.device)
     if out.entropy is not None:
         stats["entropy"] = masked_mean(out.entropy, mask)
     return loss, stats

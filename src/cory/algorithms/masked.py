@@ -22,10 +22,9 @@ def masked_var(values: torch.Tensor, mask: torch.Tensor, unbiased: bool = True) 
     mean = masked_mean(values, mask)
     centred_sq = (values - mean) ** 2
     variance = masked_mean(centred_sq, mask)
-    if unbiased:
+    if unbiased:  # no correction for a single entry; written without a host sync
         count = mask.sum()
-        if count > 1:
-            variance = variance * count / (count - 1)
+        variance = variance * count / (count - 1).clamp(min=1)
     return variance
 
 

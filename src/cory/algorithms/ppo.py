@@ -20,7 +20,7 @@ def shape_rewards(
     """Per-token rewards: ``-kl_coef * kl`` at every token, plus the score at the last one."""
     rewards = -kl_coef * kl * mask
     last = last_token_index(mask)
-    rewards[torch.arange(rewards.shape[0]), last] += scores.to(rewards.dtype)
+    rewards[torch.arange(rewards.shape[0], device=rewards.device), last] += scores.to(rewards.dtype)
     return rewards * mask
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import torch
 from transformers import PreTrainedModel
 
-from cory.errors import NumericFault
+from cory.errors import CoryError, NumericFault
 from cory.models.policy import ValueHead, token_logprobs
 
 
@@ -116,6 +116,9 @@ def sample(
     """
     batch = query_ids.shape[0]
     device = query_ids.device
+    if generator is not None and generator.device.type != device.type:
+        raise CoryError(f"sampling: the random generator is on {generator.device} but the model's "
+                        f"tensors are on {device}; create it with device={device.type!r}")
     budget = (
         max_new_per_row.to(device)
         if max_new_per_row is not None
@@ -127,6 +130,7 @@ def sample(
     next_position = positions[:, -1:] + 1
     finished = torch.zeros(batch, dtype=torch.bool, device=device)
     hit_limit = torch.zeros_like(finished)
+    nonfinite = torch.zeros_like(finished)
     tokens, masks, logprobs, values = [], [], [], []
 
     out = lm(input_ids=query_ids, attention_mask=attention, position_ids=positions, use_cache=True,
@@ -137,8 +141,10 @@ def sample(
         seen = seen.scatter_add_(1, query_ids, query_mask.int()) > 0
     for step in range(int(budget.max())):
         logits = out.logits[:, -1].float()
-        if not bool(torch.isfinite(logits[~finished]).all()):
-            raise NumericFault(f"non-finite logits while sampling token {step} of the response")
+        # Checked once after the loop (no host sync per token); bad rows sample from zeros.
+        bad = ~torch.isfinite(logits).all(-1) & ~finished
+        nonfinite |= bad
+        logits = torch.where(bad[:, None], torch.zeros_like(logits), logits)
         if value_head is not None:
             values.append(value_head(out.hidden_states[-1][:, -1]).float())
         candidates = penalise_repetition(logits, seen, settings.repetition_penalty) if penalise else logits.clone()
@@ -169,6 +175,8 @@ def sample(
                  output_hidden_states=value_head is not None)
         next_position = next_position + 1
 
+    if bool(nonfinite.any()):
+        raise NumericFault("non-finite logits while sampling a response")
     response_mask = torch.stack(masks, dim=1).to(query_mask.dtype)
     zeros = torch.zeros_like(response_mask, dtype=torch.float32)
     return Generation(

@@ -1,0 +1,160 @@
+"""One command that checks the GPU path and measures it.
+
+    python bench/gpu_check.py [--models tiny-random smollm2-135m] [--iterations 3]
+
+On a CUDA machine it runs PPO and CORY iterations (the tiny random model, SmolLM2 in fp32,
+in bf16 weights and under bf16 autocast), checks that each completes with finite metrics,
+checks that a run resumed from a checkpoint repeats the uninterrupted run exactly
+(``deterministic: true``), places CORY's two agents on two GPUs when there are two, and
+prints seconds per phase, tokens per second and the update's model FLOP utilisation
+against the matmul peak it measures on the same GPU in the same dtype. Any failure exits
+non-zero. On a machine without CUDA it prints "no CUDA device" and exits 0;
+``--allow-cpu`` runs the same checks on the CPU (the test suite does, with the tiny model).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import sys
+import tempfile
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from cory.config import load_config
+from cory.trainer import Trainer
+
+BASE = "configs/imdb/demo.yaml"
+COMMON = ["eval_every=0", "log.tensorboard=false", "log.progress=false", "log.n_samples=0",
+          "reward.name=vader", "generation.max_new_tokens=16", "generation.min_new_tokens=16",
+          "ppo.batch_size=16", "ppo.mini_batch_size=16", "ppo.ppo_epochs=4", "threads=null"]
+PHASES = ("generate", "reference", "score", "update", "iteration")
+VOLATILE = ("time/", "memory/")
+
+
+@dataclass
+class Case:
+    name: str
+    model: str
+    method: str
+    overrides: list[str] = field(default_factory=list)
+    dtype: torch.dtype = torch.float32
+
+
+def cases(models: list[str], n_gpus: int) -> list[Case]:
+    found = []
+    for model in models:
+        for method in ("ppo", "cory"):
+            found.append(Case(f"{model} {method} fp32", model, method))
+        if model != "tiny-random":
+            found.append(Case(f"{model} ppo bf16 weights", model, "ppo", ["dtype=bfloat16"], torch.bfloat16))
+            found.append(Case(f"{model} cory bf16 autocast", model, "cory", ["mixed_precision=bf16"],
+                              torch.bfloat16))
+        if n_gpus >= 2:
+            found.append(Case(f"{model} cory on cuda:0 + cuda:1", model, "cory",
+                              ["agents.devices=[cuda:0, cuda:1]"]))
+    return found
+
+
+def train(model: str, method: str, device: str, out: Path, overrides: list[str]) -> Trainer:
+    config = load_config(BASE, [*COMMON, f"model={model}", f"method={method}", f"device={device}",
+                                f"output_dir={out}", *overrides])
+    trainer = Trainer(config)
+    try:
+        trainer.train()
+    finally:
+        trainer.close()
+    return trainer
+
+
+def matmul_peak(device: str, dtype: torch.dtype, size: int = 4096) -> float:
+    """Measured FLOP/s of a large square matmul (the best of five)."""
+    a = torch.randn(size, size, device=device, dtype=dtype)
+    b = torch.randn(size, size, device=device, dtype=dtype)
+    best = math.inf
+    for _ in range(6):
+        synchronise(device)
+        started = time.perf_counter()
+        torch.mm(a, b)
+        synchronise(device)
+        best = min(best, time.perf_counter() - started)
+    return 2 * size**3 / best
+
+
+def synchronise(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def measure(case: Case, device: str, iterations: int, peaks: dict[torch.dtype, float]) -> None:
+    with tempfile.TemporaryDirectory() as out:
+        trainer = train(case.model, case.method, device, Path(out), [*case.overrides, f"steps={iterations + 1}"])
+    rows = [r for r in trainer.rows if "time/iteration" in r][1:]  # the first is a warm-up
+    for row in rows:
+        bad = [k for k, v in row.items() if isinstance(v, float) and not math.isfinite(v)]
+        if bad or row.get("fault"):
+            raise RuntimeError(f"{case.name}: non-finite metrics {bad} or a fault: {row.get('fault_reason')}")
+    params = sum(p.numel() for p in trainer.agents.agents[0].policy.lm.parameters())
+    agents = range(len(trainer.agents))
+    mean = {phase: statistics.mean(r[f"time/{phase}"] for r in rows) for phase in PHASES}
+    generated = statistics.mean(sum(16 * r[f"agent{a}/response_length"] for a in agents) for r in rows)
+    trained = statistics.mean(sum(16 * 4 * (r[f"agent{a}/prompt_length"] + r[f"agent{a}/response_length"])
+                                  for a in agents) for r in rows)
+    mfu = 6 * params * trained / mean["update"] / peaks[case.dtype]
+    phases = "  ".join(f"{p} {mean[p]:.3f}s" for p in PHASES)
+    print(f"  {case.name:<34} {phases}  gen {generated / mean['generate']:8.0f} tok/s  "
+          f"update {trained / mean['update']:8.0f} tok/s  MFU {mfu:6.1%}")
+
+
+def check_resume(model: str, device: str) -> None:
+    """A run stopped at iteration 2 and resumed must repeat the uninterrupted run exactly."""
+    settings = ["deterministic=true", "save_every=2", "keep_last=1"]
+    with tempfile.TemporaryDirectory() as out:
+        whole = train(model, "cory", device, Path(out) / "whole", [*settings, "steps=4"])
+        train(model, "cory", device, Path(out) / "split", [*settings, "steps=2"])
+        resumed = train(model, "cory", device, Path(out) / "split", [*settings, "steps=4", "resume=auto"])
+    torch.use_deterministic_algorithms(False)
+    strip = lambda rows: [{k: v for k, v in r.items() if not any(p in k for p in VOLATILE)} for r in rows]
+    if strip(whole.rows) != strip(resumed.rows):
+        raise RuntimeError(f"resume on {device} with {model} did not repeat the uninterrupted run")
+    print(f"  resume of {model} cory on {device}: exact over 4 iterations")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--models", nargs="+", default=["tiny-random", "smollm2-135m"])
+    parser.add_argument("--iterations", type=int, default=3, help="timed iterations after one warm-up")
+    parser.add_argument("--allow-cpu", action="store_true", help="run the checks on the CPU when there is no GPU")
+    args = parser.parse_args()
+    if torch.cuda.is_available():
+        device, n_gpus = "cuda", torch.cuda.device_count()
+        print(f"{n_gpus} x {torch.cuda.get_device_name(0)}, torch {torch.__version__}, CUDA {torch.version.cuda}")
+    elif args.allow_cpu:
+        device, n_gpus = "cpu", 0
+        print(f"no CUDA device: running the checks on the CPU ({torch.get_num_threads()} threads)")
+    else:
+        print("no CUDA device: nothing to check (pass --allow-cpu to run the checks on the CPU)")
+        return 0
+    peaks = {dtype: matmul_peak(device, dtype, 4096 if device == "cuda" else 1024)
+             for dtype in (torch.float32, torch.bfloat16)}
+    print("  matmul peak: " + ", ".join(f"{str(d).removeprefix('torch.')} {p / 1e12:.1f} TFLOP/s"
+                                        for d, p in peaks.items()))
+    failures = 0
+    for check in [lambda: check_resume(args.models[0], device),
+                  *[lambda c=c: measure(c, device, args.iterations, peaks) for c in cases(args.models, n_gpus)]]:
+        try:
+            check()
+        except Exception:  # every case runs; any failure makes the exit code non-zero
+            failures += 1
+            traceback.print_exc()
+    print(f"{failures} failure(s)" if failures else "all checks passed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
