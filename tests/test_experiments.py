@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from cory.errors import ConfigError
-from cory.experiments import load_suite, reward_at_kl, best_before_collapse, run_suite
+from cory.experiments import best_before_collapse, load_suite, run_suite
 
 BASE = {
     "model": "tiny-random", "steps": 2, "device": "cpu", "eval_every": 1,
@@ -34,7 +34,7 @@ def test_suite_runs_writes_table_and_plots_and_resumes(tmp_path):
     assert [r["seeds"] for r in csv.DictReader((out / "results.csv").open())] == ["1", "1"]
     results = run_suite(suite, log=lambda _: None)
     table = results.read_text()
-    assert "| ppo |" in table and "| cory |" in table and "±" in table
+    assert "| ppo |" in table and "| cory |" in table and "bootstrap interval" in table
     rows = list(csv.DictReader((out / "results.csv").open()))
     assert [r["run"] for r in rows] == ["ppo", "cory"] and rows[0]["seeds"] == "2"
     assert (out / "curves.png").stat().st_size > 1000 and (out / "reward_kl.png").exists()
@@ -74,9 +74,32 @@ def test_unknown_suite_key_is_an_error(tmp_path):
         load_suite(path)
 
 
-def test_reward_at_matched_kl_and_best_before_collapse():
-    evals = [{"eval/kl": 0.0, "eval/task_reward": 0.0}, {"eval/kl": 2.0, "eval/task_reward": 1.0},
-             {"eval/kl": 12.0, "eval/task_reward": 3.0}]
-    assert reward_at_kl(evals, 1.0) == pytest.approx(0.5)
-    assert reward_at_kl(evals, 50.0) == pytest.approx(3.0)
-    assert best_before_collapse(evals, 10.0) == pytest.approx(1.0)
+def test_best_before_collapse():
+    trajectory = [(0.0, 0.0), (2.0, 1.0), (12.0, 3.0)]
+    assert best_before_collapse(trajectory, 10.0) == pytest.approx(1.0)
+
+
+def test_suite_compares_arms_paired_by_seed_on_each_agents_solo_evaluation(tmp_path):
+    path = write_suite(tmp_path, seeds=[0, 1, 2], runs={"ppo": {"method": "ppo"}, "cory": {"method": "cory"},
+                                                        "zero_sum": {"method": "cory", "collective.lambda": -1}},
+                       analysis={"trajectory": "eval/solo", "reference": "ppo", "pairs": [["cory", "zero_sum"]],
+                                 "rows": ["eval/agent0/solo/task_reward", "eval/solo/distinct_2"],
+                                 "resamples": 500})
+    results = run_suite(load_suite(path), log=lambda _: None)
+    table = results.read_text()
+    assert "Paired differences" in table and "| cory - ppo | final task reward |" in table
+    assert "| cory - zero_sum | final KL |" in table and "| zero_sum - ppo |" in table
+    assert "agent0/solo/task_reward" in table and "solo/distinct_2" in table
+    comparisons = list(csv.DictReader((tmp_path / "out" / "comparisons.csv").open()))
+    assert {row["seeds"] for row in comparisons} == {"3"}
+    assert all(row["verdict"].startswith(("shown", "not shown")) for row in comparisons)
+    for row in comparisons:
+        if row["difference mean"] not in ("", "nan"):
+            assert float(row["difference low"]) <= float(row["difference mean"]) <= float(row["difference high"])
+    summary = yaml.safe_load((tmp_path / "out" / "cory" / "seed0" / "final" / "summary.json").read_text())
+    for key in ("eval/agent0/solo/task_reward", "eval/agent1/solo/kl", "eval/solo/hit_length_limit",
+                "eval/observer/distinct_1", "eval/pioneer/task_reward"):
+        assert key in summary
+    # The pioneer answered the plain query: its solo metrics are its role's.
+    pioneer = summary["eval/pioneer/task_reward"]
+    assert pioneer in (summary["eval/agent0/solo/task_reward"], summary["eval/agent1/solo/task_reward"])

@@ -10,10 +10,11 @@ from typing import Any
 import torch
 
 from cory.config import RunConfig
-from cory.multi.episode import run_episode, score_episode, system_choice
+from cory.agents.agent import Reply
+from cory.multi.episode import Episode, run_episode, score_episode, system_choice
 from cory.multi.topology import Topology
-from cory.rewards.base import RewardFunction
-from cory.tasks.base import Task
+from cory.rewards.base import RewardFunction, score_safely
+from cory.tasks.base import Prompt, Task
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -52,18 +53,15 @@ def evaluate(agents, topology: Topology, agent_for_role: list[int], task: Task,
     episode = run_episode(agents, topology, agent_for_role, task, repeated, step=config.eval.seed,
                           phase="eval", greedy=config.eval.greedy, keep=False)
     rewards = score_episode(episode, reward)
-    kl = episode.kl()
     names = topology.role_names()
     metrics: dict[str, float] = {}
     for role, name in enumerate(names):
-        agent = agent_for_role[role]
-        lengths = torch.tensor(episode.replies[role].lengths, dtype=torch.float32)
-        for prefix in (f"eval/{name}", f"eval/agent{agent}"):
-            metrics[f"{prefix}/task_reward"] = rewards[role].mean().item()
-            metrics[f"{prefix}/kl"] = kl[role].mean().item()
-            metrics[f"{prefix}/response_length"] = lengths.mean().item()
+        summary = reply_metrics(episode.replies[role], rewards[role])
+        for prefix in (f"eval/{name}", f"eval/agent{agent_for_role[role]}"):
+            metrics.update({f"{prefix}/{key}": value for key, value in summary.items()})
     metrics["eval/task_reward"] = rewards.mean().item()
-    metrics["eval/kl"] = kl.mean().item()
+    metrics["eval/kl"] = episode.kl().mean().item()
+    metrics.update(_solo_metrics(agents, topology, agent_for_role, episode, rewards, reward, repeated, config))
     chosen = system_choice(episode, config.topology.answer)
     columns = torch.arange(len(repeated))
     metrics["eval/system/task_reward"] = rewards[chosen, columns].mean().item()
@@ -76,6 +74,48 @@ def evaluate(agents, topology: Topology, agent_for_role: list[int], task: Task,
         for i in range(min(n_samples, len(repeated))) for role in range(episode.n_roles)
     ]
     return EvalResult(metrics, samples)
+
+
+def distinct_n(texts: list[str], n: int) -> float:
+    """Distinct-n (Li et al., 2016): unique word n-grams over all word n-grams of ``texts``."""
+    grams = [tuple(words[i:i + n]) for words in (t.split() for t in texts) for i in range(len(words) - n + 1)]
+    return len(set(grams)) / len(grams) if grams else 0.0
+
+
+def reply_metrics(reply: Reply, rewards: torch.Tensor) -> dict[str, float]:
+    """Task reward, KL and the collapse indicators of one batch of answers."""
+    return {
+        "task_reward": rewards.mean().item(),
+        "kl": sum(reply.kl) / len(reply.kl),
+        "response_length": sum(reply.lengths) / len(reply.lengths),
+        "hit_length_limit": sum(reply.hit_length_limit) / len(reply.hit_length_limit),
+        "distinct_1": distinct_n(reply.texts, 1),
+        "distinct_2": distinct_n(reply.texts, 2),
+    }
+
+
+def _solo_metrics(agents, topology: Topology, agent_for_role: list[int], episode: Episode,
+                  rewards: torch.Tensor, reward: RewardFunction, queries: list[Prompt],
+                  config: RunConfig) -> dict[str, float]:
+    """Every agent on its own, answering the plain query (how a CORY agent is deployed):
+    ``eval/agentN/solo/...`` and their mean ``eval/solo/...``. An agent that plays a root
+    role already answered the plain query; the others are asked now."""
+    root_reply = {agent_for_role[role]: role for role in range(topology.n_roles) if not topology.parents[role]}
+    n_agents = len(agent_for_role)
+    asked = [a for a in range(n_agents) if a not in root_reply]
+    answers = agents.call("generate", {a: ([q.query for q in queries], config.eval.seed, "eval", config.eval.greedy,
+                                           False) for a in asked}) if asked else {}
+    metrics: dict[str, float] = {}
+    for agent in range(n_agents):
+        if agent in root_reply:
+            reply, scores = episode.replies[root_reply[agent]], rewards[root_reply[agent]]
+        else:
+            reply = answers[agent]
+            scores = torch.tensor(score_safely(reward, queries, reply.texts), dtype=torch.float32)
+        metrics.update({f"eval/agent{agent}/solo/{k}": v for k, v in reply_metrics(reply, scores).items()})
+    for key in ("task_reward", "kl", "response_length", "hit_length_limit", "distinct_1", "distinct_2"):
+        metrics[f"eval/solo/{key}"] = sum(metrics[f"eval/agent{a}/solo/{key}"] for a in range(n_agents)) / n_agents
+    return metrics
 
 
 def _pass_metrics(episode, task: Task, names: list[str], n: int, ks: list[int],

@@ -23,6 +23,8 @@ from cory.config import RunConfig, read_config_file, read_yaml, resolve
 from cory.configtree import build, deep_merge, option, parse_override, set_dotted, to_dict
 from cory.errors import ConfigError
 from cory.logging import read_jsonl_rows
+from cory.stats import (Interval, Trajectory, bootstrap_mean, common_levels, kl_at_reward, paired_difference,
+                        reward_at_kl)
 
 SUITE_FILE = "suite.json"
 EXTRA_COLUMNS = ("eval/pioneer/task_reward", "eval/observer/task_reward", "eval/system/task_reward")
@@ -37,6 +39,18 @@ class SweepConfig:
 
 
 @dataclass
+class AnalysisConfig:
+    trajectory: str = option(
+        "eval", help="metric prefix of the (KL, reward) trajectory compared, e.g. eval/solo: each "
+                     "agent on its own on the plain query, averaged over agents")
+    reference: str | None = option(None, help="run name every other run is compared with, paired by seed")
+    pairs: list[list[str]] = option([], help="further [a, b] comparisons (a - b), paired by seed")
+    rows: list[str] = option([], help="further final eval metrics reported per run")
+    level: float = option(0.95, gt=0, lt=1, help="confidence level of the bootstrap intervals")
+    resamples: int = option(10000, ge=100, help="bootstrap resamples")
+
+
+@dataclass
 class SuiteConfig:
     name: str = option(help="suite name")
     base: str = option(help="config file every run starts from (relative to the suite file)")
@@ -46,6 +60,7 @@ class SuiteConfig:
     runs: dict[str, dict[str, Any]] = option({}, help="name -> method and overrides")
     sweep: SweepConfig | None = None
     collapse_kl: float = option(10.0, gt=0, help="'before collapse' means eval KL at most this")
+    analysis: AnalysisConfig = option(AnalysisConfig)
 
 
 @dataclass
@@ -162,6 +177,7 @@ def _describe(suite: Suite) -> dict[str, Any]:
     return {
         "name": suite.config.name,
         "collapse_kl": suite.config.collapse_kl,
+        "analysis": to_dict(suite.config.analysis),
         "sweep": suite.config.sweep.name if suite.config.sweep else None,
         "runs": [{"name": r.name, "seed": r.seed, "folder": str(r.folder), "sweep_value": r.sweep_value,
                   "method": r.config.method} for r in suite.runs],
@@ -177,6 +193,11 @@ class RunResult:
     train: list[dict[str, Any]]
     evals: list[dict[str, Any]]
     final: dict[str, Any]
+
+    def trajectory(self, prefix: str) -> Trajectory:
+        """The held-out ``(kl, reward)`` evaluations of ``prefix`` in time order."""
+        return [(r[f"{prefix}/kl"], r[f"{prefix}/task_reward"]) for r in self.evals
+                if f"{prefix}/kl" in r and f"{prefix}/task_reward" in r]
 
 
 def collect(output_dir: Path) -> tuple[dict[str, Any], list[RunResult]]:
@@ -196,95 +217,135 @@ def collect(output_dir: Path) -> tuple[dict[str, Any], list[RunResult]]:
     return description, results
 
 
-def reward_at_kl(evals: list[dict[str, Any]], target: float) -> float:
-    """Eval reward where the eval trajectory first reaches KL ``target`` (linear
-    interpolation); the final reward if it never gets there."""
-    points = [(r["eval/kl"], r["eval/task_reward"]) for r in evals]
-    for (kl0, r0), (kl1, r1) in zip(points, points[1:]):
-        if kl0 <= target <= kl1 and kl1 > kl0:
-            return r0 + (r1 - r0) * (target - kl0) / (kl1 - kl0)
-    if points and points[0][0] >= target:
-        return points[0][1]
-    return points[-1][1] if points else math.nan
-
-
-def best_before_collapse(evals: list[dict[str, Any]], collapse_kl: float) -> float:
+def best_before_collapse(trajectory: Trajectory, collapse_kl: float) -> float:
     """The highest eval reward among evaluations with KL at most ``collapse_kl``."""
-    rewards = [r["eval/task_reward"] for r in evals if r["eval/kl"] <= collapse_kl]
+    rewards = [reward for kl, reward in trajectory if kl <= collapse_kl]
     return max(rewards) if rewards else math.nan
 
 
-def _mean_std(values: list[float]) -> tuple[float, float]:
-    values = [v for v in values if v is not None and not math.isnan(v)]
-    if not values:
-        return math.nan, math.nan
-    mean = sum(values) / len(values)
-    std = (sum((v - mean) ** 2 for v in values) / (len(values) - 1)) ** 0.5 if len(values) > 1 else 0.0
-    return mean, std
+LEVEL_FRACTIONS = (0.25, 0.5, 0.75)
+
+
+def per_seed_measures(description: dict[str, Any], results: list[RunResult]) -> dict[str, dict[str, dict[int, float]]]:
+    """``{run name: {measure: {seed: value}}}``: final reward and KL of the analysed
+    trajectory, KL at reward levels and reward at KL levels that every run reaches, the best
+    reward before collapse, and the further rows the suite asks for."""
+    analysis = AnalysisConfig(**description.get("analysis", {}))
+    prefix = analysis.trajectory
+    trajectories = {(r.name, r.seed): r.trajectory(prefix) for r in results}
+    reward_levels = common_levels(list(trajectories.values()), 1, LEVEL_FRACTIONS)
+    kl_levels = common_levels(list(trajectories.values()), 0, LEVEL_FRACTIONS)
+    measures: dict[str, dict[str, dict[int, float]]] = {}
+    for run in results:
+        path = trajectories[(run.name, run.seed)]
+        values = {
+            "final task reward": run.final.get(f"{prefix}/task_reward", math.nan),
+            "final KL": run.final.get(f"{prefix}/kl", math.nan),
+            **{f"KL at reward {level:.3f}": kl_at_reward(path, level) for level in reward_levels},
+            **{f"reward at KL {level:.2f}": reward_at_kl(path, level) for level in kl_levels},
+            f"best reward (KL <= {description['collapse_kl']:g})": best_before_collapse(path, description["collapse_kl"]),
+        }
+        for key in [*EXTRA_COLUMNS, *analysis.rows, *sorted(k for k in run.final if k.startswith("eval/pass@"))]:
+            if key in run.final:
+                values[key.removeprefix("eval/")] = run.final[key]
+        for label, value in values.items():
+            measures.setdefault(run.name, {}).setdefault(label, {})[run.seed] = value
+    return measures
 
 
 def results_table(description: dict[str, Any], results: list[RunResult]) -> list[dict[str, Any]]:
-    """One row per run name: means and standard deviations over its seeds."""
-    names = list(dict.fromkeys(r["name"] for r in description["runs"]))
-    by_name = {name: [r for r in results if r.name == name] for name in names}
-    finals = {name: _mean_std([r.final.get("eval/kl") for r in runs])[0] for name, runs in by_name.items() if runs}
-    matched_kl = min((v for v in finals.values() if not math.isnan(v)), default=math.nan)
+    """One row per run name: each measure's mean over seeds with its bootstrap interval."""
+    analysis = AnalysisConfig(**description.get("analysis", {}))
+    measures = per_seed_measures(description, results)
     rows = []
-    for name, runs in by_name.items():
-        if not runs:
+    for name in dict.fromkeys(r["name"] for r in description["runs"]):
+        if name not in measures:
             continue
+        runs = [r for r in results if r.name == name]
         row: dict[str, Any] = {"run": name, "seeds": len(runs), "sweep_value": runs[0].sweep_value}
-        metrics = {
-            "final task reward": [r.final.get("eval/task_reward") for r in runs],
-            "final KL": [r.final.get("eval/kl") for r in runs],
-            f"reward at KL {matched_kl:.2f}": [reward_at_kl(r.evals, matched_kl) for r in runs],
-            f"best reward (KL <= {description['collapse_kl']:g})":
-                [best_before_collapse(r.evals, description["collapse_kl"]) for r in runs],
-        }
-        for key in sorted(runs[0].final):
-            if key in EXTRA_COLUMNS or key.startswith("eval/pass@"):
-                metrics[key.removeprefix("eval/")] = [r.final.get(key) for r in runs]
-        for label, values in metrics.items():
-            row[label] = _mean_std(values)
+        for label, by_seed in measures[name].items():
+            row[label] = bootstrap_mean(list(by_seed.values()), analysis.level, analysis.resamples)
         rows.append(row)
     return rows
 
 
-def _format(value: Any) -> str:
-    if isinstance(value, tuple):
-        mean, std = value
-        return "n/a" if math.isnan(mean) else f"{mean:.3f} ± {std:.3f}"
+def comparisons(description: dict[str, Any], results: list[RunResult]) -> list[dict[str, Any]]:
+    """Paired-by-seed differences (a - b) of every measure, with intervals and verdicts."""
+    analysis = AnalysisConfig(**description.get("analysis", {}))
+    measures = per_seed_measures(description, results)
+    pairs = [(name, analysis.reference) for name in measures if analysis.reference and name != analysis.reference]
+    pairs += [(a, b) for a, b in analysis.pairs]
+    rows = []
+    for a, b in pairs:
+        if a not in measures or b not in measures:
+            continue
+        for label in measures[a]:
+            if label not in measures[b]:
+                continue
+            difference = paired_difference(measures[a][label], measures[b][label], analysis.level, analysis.resamples)
+            rows.append({"comparison": f"{a} - {b}", "measure": label, "difference": difference,
+                         "seeds": difference.n, "verdict": difference.verdict()})
+    return rows
+
+
+def _cell(value: Any) -> str:
     return "" if value is None else str(value)
 
 
-def write_results(output_dir: Path) -> Path:
-    """``results.md`` and ``results.csv`` plus the plots, from the finished runs' logs."""
-    from cory.plots import draw_suite
+def _markdown(rows: list[dict[str, Any]], columns: list[str]) -> list[str]:
+    return (["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+            + ["| " + " | ".join(_cell(row.get(c)) for c in columns) + " |" for row in rows])
 
-    output_dir = Path(output_dir)
-    description, results = collect(output_dir)
-    rows = results_table(description, results)
-    columns = list(dict.fromkeys(k for row in rows for k in row))
-    if all(row.get("sweep_value") is None for row in rows):
-        columns.remove("sweep_value")
-    lines = [f"# Suite `{description['name']}`", "",
-             "Mean ± standard deviation over seeds of the held-out evaluation after the last "
-             "iteration (task reward, KL to the reference summed over response tokens).", "",
-             "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    lines += ["| " + " | ".join(_format(row.get(c)) for c in columns) + " |" for row in rows]
-    (output_dir / "results.md").write_text("\n".join(lines) + "\n")
+
+def _csv(rows: list[dict[str, Any]], columns: list[str]) -> str:
     buffer = io.StringIO()
     writer = csv.writer(buffer)
-    flat = []
+    header = []
     for column in columns:
-        flat += [f"{column} mean", f"{column} std"] if isinstance(rows[0].get(column), tuple) else [column]
-    writer.writerow(flat)
+        interval = any(isinstance(row.get(column), Interval) for row in rows)
+        header += [f"{column} mean", f"{column} low", f"{column} high"] if interval else [column]
+    writer.writerow(header)
     for row in rows:
         cells = []
         for column in columns:
             value = row.get(column)
-            cells += list(value) if isinstance(value, tuple) else [value]
+            if isinstance(value, Interval):
+                cells += [value.mean, value.low, value.high]
+            elif any(isinstance(r.get(column), Interval) for r in rows):
+                cells += [None, None, None]
+            else:
+                cells.append(value)
         writer.writerow(cells)
-    (output_dir / "results.csv").write_text(buffer.getvalue())
+    return buffer.getvalue()
+
+
+def write_results(output_dir: Path) -> Path:
+    """``results.md`` and ``results.csv`` (and ``comparisons.csv`` when the suite compares
+    runs) plus the plots, from the finished runs' logs."""
+    from cory.plots import draw_suite
+
+    output_dir = Path(output_dir)
+    description, results = collect(output_dir)
+    analysis = AnalysisConfig(**description.get("analysis", {}))
+    rows = results_table(description, results)
+    columns = list(dict.fromkeys(k for row in rows for k in row))
+    if all(row.get("sweep_value") is None for row in rows) and "sweep_value" in columns:
+        columns.remove("sweep_value")
+    percent = f"{analysis.level:.0%}"
+    lines = [f"# Suite `{description['name']}`", "",
+             f"Mean over seeds [{percent} bootstrap interval] of the held-out evaluations of "
+             f"`{analysis.trajectory}` (task reward; KL to the reference summed over response tokens). "
+             "'KL at reward r' and 'reward at KL k' read each run's evaluation trajectory, linearly "
+             "interpolated, where it first reaches a level every run reaches.", ""]
+    lines += _markdown(rows, columns)
+    compared = comparisons(description, results)
+    if compared:
+        lines += ["", f"## Paired differences (by seed, {percent} bootstrap interval)", "",
+                  "A difference is *shown* only where its interval excludes zero.", ""]
+        lines += _markdown(compared, ["comparison", "measure", "difference", "seeds", "verdict"])
+        (output_dir / "comparisons.csv").write_text(_csv(compared, ["comparison", "measure", "difference",
+                                                                   "seeds", "verdict"]))
+    (output_dir / "results.md").write_text("\n".join(lines) + "\n")
+    (output_dir / "results.csv").write_text(_csv(rows, columns))
     draw_suite(output_dir, description, results)
     return output_dir / "results.md"

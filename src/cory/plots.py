@@ -44,10 +44,17 @@ def _names(description: dict[str, Any]) -> list[str]:
     return list(dict.fromkeys(r["name"] for r in description["runs"]))
 
 
+def _prefix(description: dict[str, Any]) -> str:
+    """The metric prefix of the analysed held-out trajectory (``eval`` by default)."""
+    return description.get("analysis", {}).get("trajectory", "eval")
+
+
 def draw_curves(path: Path, description: dict[str, Any], results: list) -> None:
     """Training task reward and KL, and held-out task reward, per run name with seed bands."""
+    prefix = _prefix(description)
     panels = [("task_reward", "train", "task reward (train)", 5), ("kl", "train", "KL to reference (train)", 5),
-              ("eval/task_reward", "evals", "task reward (held-out)", 1), ("eval/kl", "evals", "KL (held-out)", 1)]
+              (f"{prefix}/task_reward", "evals", f"task reward ({prefix})", 1),
+              (f"{prefix}/kl", "evals", f"KL ({prefix})", 1)]
     figure, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 4))
     for name in _names(description):
         runs = [r for r in results if r.name == name]
@@ -68,22 +75,27 @@ def draw_curves(path: Path, description: dict[str, Any], results: list) -> None:
 
 
 def draw_reward_kl(path: Path, description: dict[str, Any], results: list) -> None:
-    """Each run name's held-out (KL, reward) trajectory and the Pareto frontier of all points."""
-    figure, axis = plt.subplots(figsize=(6, 5))
+    """Every seed's held-out (KL, reward) trajectory (thin), each run name's mean over seeds
+    (thick) and the Pareto frontier of the mean points."""
+    figure, axis = plt.subplots(figsize=(7, 5.5))
+    prefix = _prefix(description)
     points = []
     for name in _names(description):
         runs = [r for r in results if r.name == name]
-        kl, reward = _band(runs, "eval/kl", "evals", 1), _band(runs, "eval/task_reward", "evals", 1)
+        kl, reward = _band(runs, f"{prefix}/kl", "evals", 1), _band(runs, f"{prefix}/task_reward", "evals", 1)
         if kl is None or reward is None:
             continue
-        axis.plot(kl[1], reward[1], marker="o", markersize=3, label=name)
+        line, = axis.plot(kl[1], reward[1], marker="o", markersize=3, linewidth=2, label=name)
+        for run in runs:
+            trail = run.trajectory(prefix)
+            axis.plot([p[0] for p in trail], [p[1] for p in trail], color=line.get_color(), alpha=0.3, linewidth=0.8)
         points += list(zip(kl[1].tolist(), reward[1].tolist()))
     if points:
         frontier = [points[i] for i in pareto_frontier(points)]
         axis.plot([p[0] for p in frontier], [p[1] for p in frontier], "k--", linewidth=1, label="Pareto frontier")
-    axis.set_xlabel("KL to reference (held-out, nats)")
-    axis.set_ylabel("task reward (held-out)")
-    axis.set_title(f"{description['name']}: reward vs KL (mean over seeds)")
+    axis.set_xlabel(f"KL to reference ({prefix}, nats)")
+    axis.set_ylabel(f"task reward ({prefix})")
+    axis.set_title(f"{description['name']}: reward vs KL (thin: seeds, thick: mean)")
     axis.legend(fontsize=8)
     figure.tight_layout()
     figure.savefig(path, dpi=110)
@@ -94,7 +106,8 @@ def draw_sweep(path: Path, description: dict[str, Any], results: list) -> None:
     """Final held-out reward and KL against the swept value."""
     values = sorted({r.sweep_value for r in results if r.sweep_value is not None})
     figure, axes = plt.subplots(1, 2, figsize=(10, 4))
-    for axis, key, label in ((axes[0], "eval/task_reward", "final task reward"), (axes[1], "eval/kl", "final KL")):
+    prefix = _prefix(description)
+    for axis, key, label in ((axes[0], f"{prefix}/task_reward", "final task reward"), (axes[1], f"{prefix}/kl", "final KL")):
         means, stds = [], []
         for value in values:
             finals = [r.final[key] for r in results if r.sweep_value == value and key in r.final]

@@ -1,0 +1,97 @@
+"""Statistics for comparing methods over seeds: bootstrap confidence intervals, differences
+paired by seed, and evaluation trajectories read at a matched reward or a matched KL.
+
+A trajectory is a run's held-out evaluations in time order, as ``(kl, reward)`` points.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+Trajectory = list[tuple[float, float]]
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A mean over seeds and its bootstrap confidence interval (``nan`` bounds: one seed)."""
+
+    mean: float
+    low: float
+    high: float
+    n: int
+
+    def verdict(self) -> str:
+        """'shown' only where the interval excludes zero (for a difference)."""
+        if math.isnan(self.low):
+            return "not shown (too few seeds)"
+        if self.low > 0:
+            return "shown: higher"
+        if self.high < 0:
+            return "shown: lower"
+        return "not shown"
+
+    def __str__(self) -> str:
+        if math.isnan(self.mean):
+            return "n/a"
+        if math.isnan(self.low):
+            return f"{self.mean:.3f}"
+        return f"{self.mean:.3f} [{self.low:.3f}, {self.high:.3f}]"
+
+
+def bootstrap_mean(values: list[float], level: float = 0.95, resamples: int = 10000, seed: int = 0) -> Interval:
+    """The mean of the finite ``values`` and its percentile-bootstrap interval."""
+    data = np.array([v for v in values if v is not None and math.isfinite(v)], dtype=float)
+    if data.size == 0:
+        return Interval(math.nan, math.nan, math.nan, 0)
+    if data.size == 1:
+        return Interval(float(data[0]), math.nan, math.nan, 1)
+    rng = np.random.default_rng(seed)
+    means = data[rng.integers(0, data.size, size=(resamples, data.size))].mean(axis=1)
+    tail = (1.0 - level) / 2
+    low, high = np.quantile(means, [tail, 1.0 - tail])
+    return Interval(float(data.mean()), float(low), float(high), int(data.size))
+
+
+def paired_difference(a: dict[int, float], b: dict[int, float], level: float = 0.95,
+                      resamples: int = 10000, seed: int = 0) -> Interval:
+    """Mean over the seeds both have of ``a[seed] - b[seed]``, with its bootstrap interval."""
+    common = sorted(set(a) & set(b))
+    return bootstrap_mean([a[s] - b[s] for s in common], level, resamples, seed)
+
+
+def _crossing(points: list[tuple[float, float]], target: float) -> float:
+    """``y`` where ``x`` first reaches ``target`` along ``(x, y)`` points in time order,
+    linearly interpolated; the first ``y`` if it starts there, ``nan`` if it never does."""
+    if not points:
+        return math.nan
+    if points[0][0] >= target:
+        return points[0][1]
+    for (x0, y0), (x1, y1) in zip(points, points[1:]):
+        if x0 < target <= x1:
+            return y0 + (y1 - y0) * (target - x0) / (x1 - x0)
+    return math.nan
+
+
+def kl_at_reward(trajectory: Trajectory, reward: float) -> float:
+    """The KL at which the run first reaches ``reward``."""
+    return _crossing([(r, kl) for kl, r in trajectory], reward)
+
+
+def reward_at_kl(trajectory: Trajectory, kl: float) -> float:
+    """The reward of the run when its KL first reaches ``kl``."""
+    return _crossing(list(trajectory), kl)
+
+
+def common_levels(trajectories: list[Trajectory], axis: int, fractions: tuple[float, ...]) -> list[float]:
+    """Levels of ``axis`` (0: KL, 1: reward) that every trajectory reaches: between the
+    highest starting value and the lowest maximum, at ``fractions`` of that range."""
+    if not trajectories or any(not t for t in trajectories):
+        return []
+    low = max(t[0][axis] for t in trajectories)
+    high = min(max(point[axis] for point in t) for t in trajectories)
+    if not high > low:
+        return []
+    return [low + (high - low) * f for f in fractions]
