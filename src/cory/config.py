@@ -18,6 +18,7 @@ import yaml
 from cory.configtree import build, coerce, deep_merge, option, parse_override, set_dotted, to_dict
 from cory.errors import ConfigError
 from cory.methods import METHOD_PRESETS, METHODS
+from cory.trackers import check_installed
 
 TOPOLOGIES = ("single", "pioneer_observer", "chain", "mesh", "star", "random", "independent")
 TASKS = ("imdb", "gsm8k", "arithmetic", "hh", "toy")
@@ -203,10 +204,20 @@ class EvalConfig:
 
 @dataclass
 class LogConfig:
-    tensorboard: bool = True
+    report_to: list[str] = option(
+        ["tensorboard"], help="trackers: tensorboard, wandb, mlflow, trackio, none (each but "
+                              "tensorboard is an extra: pip install 'cory[wandb]')")
+    tensorboard: bool = option(True, help="false drops tensorboard from report_to")
+    run_name: str | None = option(None, help="the trackers' run name (default: the output folder's last two parts)")
+    project: str = option("cory", help="wandb / trackio project, MLflow experiment")
+    tags: list[str] = option([], help="tracker tags (the method is always added)")
     progress: bool = True
     samples_every: int = option(1, ge=1)
     n_samples: int = option(4, ge=0)
+
+    def trackers(self) -> list[str]:
+        """``report_to`` with ``tensorboard: false`` applied."""
+        return [name for name in self.report_to if self.tensorboard or name != "tensorboard"]
 
 
 @dataclass
@@ -341,6 +352,7 @@ def validate(config: RunConfig) -> RunConfig:
         if "query" not in template_fields(task.observer_template, "task.observer_template"):
             raise ConfigError("task.observer_template: must contain {query}, e.g. "
                               "'Improve this: {query}{answers}\\n{query}'")
+    check_installed(config.log.report_to)
     if config.reward.name == "python" and not config.reward.function:
         raise ConfigError("reward.function: reward 'python' needs 'module:function'")
     if config.reward.name == "hf_classifier" and not config.reward.model:

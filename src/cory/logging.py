@@ -1,4 +1,4 @@
-"""Run logs: ``metrics.jsonl`` (one row per iteration), samples, events, TensorBoard, progress.
+"""Run logs: ``metrics.jsonl`` (one row per iteration), samples, events, trackers, progress.
 
 Each JSONL row is written with one ``write`` of a whole line and flushed, so a crash leaves
 at most an incomplete last line, which readers skip and a resumed run rewrites.
@@ -13,6 +13,8 @@ from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+from cory.trackers import TrackerSet
 
 METRICS_FILE = "metrics.jsonl"
 SAMPLES_FILE = "samples.jsonl"
@@ -64,16 +66,11 @@ def progress_status(step: int, row: dict[str, Any]) -> tuple[str, str, int]:
 class RunLogger:
     """Writes every log of one run directory."""
 
-    def __init__(self, run_dir: Path, total_steps: int, start_step: int = 0,
-                 tensorboard: bool = True, progress: bool = True) -> None:
+    def __init__(self, run_dir: Path, total_steps: int, start_step: int = 0, progress: bool = True) -> None:
         self.run_dir = run_dir
         self._files = {name: open(run_dir / name, "a", encoding="utf-8")
                        for name in (METRICS_FILE, SAMPLES_FILE, EVENTS_FILE)}
-        self._writer = None
-        if tensorboard:
-            from torch.utils.tensorboard import SummaryWriter
-
-            self._writer = SummaryWriter(str(run_dir / "tensorboard"), purge_step=start_step or None)
+        self.trackers: TrackerSet | None = None
         self.console = Console(stderr=True)
         self._progress = None
         if progress and self.console.is_terminal:
@@ -92,10 +89,8 @@ class RunLogger:
 
     def metrics(self, step: int, row: dict[str, Any]) -> None:
         self._append(METRICS_FILE, row)
-        if self._writer is not None:
-            for key, value in row.items():
-                if isinstance(value, (int, float)) and not isinstance(value, bool) and key != "step":
-                    self._writer.add_scalar(key, value, step)
+        if self.trackers is not None:
+            self.trackers.metrics(step, row)
         status, label, completed = progress_status(step, row)
         if self._progress is not None:
             self._progress.update(self._task, completed=completed, status=status)
@@ -105,6 +100,8 @@ class RunLogger:
     def samples(self, rows: list[dict[str, Any]]) -> None:
         for row in rows:
             self._append(SAMPLES_FILE, row)
+        if self.trackers is not None and rows:
+            self.trackers.samples(rows[0]["step"], rows)
 
     def event(self, step: int, kind: str, **details: Any) -> None:
         self._append(EVENTS_FILE, {"step": step, "event": kind, **details})
@@ -115,7 +112,7 @@ class RunLogger:
     def close(self) -> None:
         if self._progress is not None:
             self._progress.stop()
-        if self._writer is not None:
-            self._writer.close()
+        if self.trackers is not None:
+            self.trackers.close()
         for handle in self._files.values():
             handle.close()

@@ -38,6 +38,8 @@ from cory.multi.topology import topology_of
 from cory.rewards import build_reward
 from cory.seeding import derive_seed, seed_everything
 from cory.tasks import Prompt, Task, build_task
+from cory.trackers import STATE_FILE as TRACKER_STATE
+from cory.trackers import TrackerSet
 
 LOG_FILES = (METRICS_FILE, SAMPLES_FILE, EVENTS_FILE)
 HEADLINE_STATS = ("kl_coef", "entropy", "clip_fraction", "approx_kl", "value_loss", "policy_loss",
@@ -131,7 +133,12 @@ class Trainer:
 
     def _open_logger(self, step: int) -> None:
         log = self.config.log
-        self.logger = RunLogger(self.run_dir, self.config.steps, step, log.tensorboard, log.progress)
+        self.logger = RunLogger(self.run_dir, self.config.steps, step, log.progress)
+        report = lambda name, error: self.logger.event(step, "tracker_failed", tracker=name, error=error)
+        self.logger.trackers = TrackerSet(
+            log.trackers(), self.run_dir, to_dict(self.config),
+            log.run_name or "-".join(self.run_dir.parts[-2:]), log.project,
+            [*log.tags, self.config.method], on_failure=report)
 
     def _run_from(self, start: int) -> dict[str, Any]:
         config = self.config
@@ -275,7 +282,7 @@ class Trainer:
             if any((self.run_dir / name).exists() for name in (*LOG_FILES, "final")) and self.config.resume is None:
                 raise ConfigError(f"output_dir: '{self.run_dir}' already holds a run; pass resume=auto "
                                   "to continue it, or choose another output_dir")
-            for name in LOG_FILES:
+            for name in (*LOG_FILES, TRACKER_STATE):
                 (self.run_dir / name).unlink(missing_ok=True)
             shutil.rmtree(self.run_dir / "tensorboard", ignore_errors=True)
             (self.run_dir / "config.yaml").write_text(config_to_yaml(self.config), encoding="utf-8")
