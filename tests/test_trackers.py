@@ -32,7 +32,7 @@ def train(tmp_path: Path, env: dict[str, str], *overrides: str) -> Path:
     config.write_text(yaml.safe_dump(CONFIG))
     run = tmp_path / "run"
     result = subprocess.run([sys.executable, "-m", "cory", "train", str(config), f"output_dir={run}", *overrides],
-                            capture_output=True, text=True, timeout=600,
+                            capture_output=True, text=True, timeout=600, cwd=tmp_path,
                             env={**_base_env(), "WANDB_MODE": "offline", "WANDB_SILENT": "true", **env})
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return run
