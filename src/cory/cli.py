@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from cory.errors import CoryError
+from cory.errors import ConfigError, CoryError
 
 
 def _train(args: argparse.Namespace) -> None:
@@ -68,7 +68,7 @@ def _experiment(args: argparse.Namespace) -> None:
 
     suite = load_suite(args.suite, args.overrides)
     print(f"suite '{suite.config.name}': {len(suite.runs)} runs -> {suite.output_dir}")
-    print(f"results: {run_suite(suite, seeds=args.seeds)}")
+    print(f"results: {run_suite(suite, seeds=args.seeds, names=args.runs)}")
 
 
 def _plot(args: argparse.Namespace) -> None:
@@ -89,6 +89,28 @@ def _train_rm(args: argparse.Namespace) -> None:
                                 learning_rate=args.learning_rate, batch_size=args.batch_size,
                                 max_length=args.max_length)
     print(f"reward model: {out} (held-out pairwise accuracy {report['held_out_pairwise_accuracy']:.3f})")
+
+
+def _serve_reward(args: argparse.Namespace) -> None:
+    from cory.config import load_config
+    from cory.rewards import build_reward
+    from cory.serving.reward_server import Limits, serve
+
+    if Path(args.spec).is_file():
+        config = load_config(args.spec, args.overrides)
+    else:
+        config = load_config(None, [f"reward.name={args.spec}", *args.overrides])
+    name = config.reward.name or TASK_REWARDS[config.task.name]
+    if name == "remote":
+        raise ConfigError("serve-reward: a remote reward cannot be served again; name the reward itself")
+    reward = build_reward(config, name)
+    limits = Limits(args.max_batch, args.max_wait_ms, args.max_items)
+    print(f"serving reward '{name}' on http://{args.host}:{args.port}/get_reward (health: /health)", flush=True)
+    serve(reward, args.host, args.port, limits, description=name)
+
+
+TASK_REWARDS = {"imdb": "sentiment", "gsm8k": "exact_match", "arithmetic": "exact_match", "hh": "reward_model",
+                "toy": "target_fraction"}
 
 
 def _int_list(text: str) -> list[int]:
@@ -115,6 +137,8 @@ def build_parser() -> argparse.ArgumentParser:
     experiment.add_argument("overrides", nargs="*", help="dotted overrides for every run")
     experiment.add_argument("--seeds", type=_int_list, default=None, metavar="0,1,...",
                             help="train only these seeds (split a suite across processes or machines)")
+    experiment.add_argument("--runs", type=lambda text: [n for n in text.split(",") if n], default=None,
+                            metavar="NAME,...", help="train only these runs of the suite")
     experiment.set_defaults(run=_experiment)
     plot = commands.add_parser("plot", help="rewrite a suite's table and plots from its runs")
     plot.add_argument("folder", help="the suite's output folder")
@@ -131,6 +155,16 @@ def build_parser() -> argparse.ArgumentParser:
     train_rm.add_argument("--max-length", type=int, default=256)
     train_rm.add_argument("--max-pairs", type=int, default=None)
     train_rm.set_defaults(run=_train_rm)
+    serve_reward = commands.add_parser("serve-reward", help="serve a reward over HTTP (OpenRLHF's remote format)")
+    serve_reward.add_argument("spec", help="a reward name (sentiment, vader, exact_match, reward_model, "
+                                           "hf_classifier, python, ...) or a config file whose reward to serve")
+    serve_reward.add_argument("overrides", nargs="*", help="dotted overrides, e.g. reward.model=FOLDER")
+    serve_reward.add_argument("--host", default="127.0.0.1", help="interface (default: this machine only)")
+    serve_reward.add_argument("--port", type=int, default=8000)
+    serve_reward.add_argument("--max-batch", type=int, default=64, help="items scored together")
+    serve_reward.add_argument("--max-wait-ms", type=float, default=10.0, help="longest wait to fill a batch")
+    serve_reward.add_argument("--max-items", type=int, default=4096, help="largest request accepted")
+    serve_reward.set_defaults(run=_serve_reward)
     prepare = commands.add_parser("prepare", help="convert packaged models, fetch data, train the "
                                                    "sentiment classifier (all cached)")
     prepare.add_argument("--models", nargs="*", default=["smollm2-135m"])

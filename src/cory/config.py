@@ -22,8 +22,6 @@ from cory.trackers import check_installed
 
 TOPOLOGIES = ("single", "pioneer_observer", "chain", "mesh", "star", "random", "independent")
 TASKS = ("imdb", "gsm8k", "arithmetic", "hh", "toy")
-REWARDS = ("sentiment", "hf_classifier", "vader", "exact_match", "reward_model",
-           "target_fraction", "python")
 ALGORITHMS = ("ppo", "reinforce_clip", "reinforce", "rloo", "grpo")
 TEMPLATE_FIELDS = {"query", "answers"}
 DEVICE_NAME = re.compile(r"^(cpu|cuda(:\d+)?)$")
@@ -185,7 +183,12 @@ class TaskConfig:
 @dataclass
 class RewardConfig:
     name: Literal["sentiment", "hf_classifier", "vader", "exact_match", "reward_model",
-                  "target_fraction", "python"] | None = option(None, help="null: the task's")
+                  "target_fraction", "python", "remote"] | None = option(None, help="null: the task's")
+    url: str | None = option(None, help="remote: the reward server's endpoint, e.g. "
+                                        "http://127.0.0.1:8000/get_reward")
+    timeout: float = option(30.0, gt=0, help="remote: seconds to wait for one answer")
+    retries: int = option(3, ge=0, help="remote: further attempts (exponential backoff) before the "
+                                        "iteration is skipped as a fault")
     model: str | None = option(None, help="classifier / reward model folder or hub id")
     label: str = option("POSITIVE", help="hf_classifier: class whose logit is the reward")
     function: str | None = option(None, help="python: 'module:function'")
@@ -355,6 +358,9 @@ def validate(config: RunConfig) -> RunConfig:
     check_installed(config.log.report_to)
     if config.reward.name == "python" and not config.reward.function:
         raise ConfigError("reward.function: reward 'python' needs 'module:function'")
+    if config.reward.name == "remote" and not config.reward.url:
+        raise ConfigError("reward.url: reward 'remote' needs the server's URL, e.g. "
+                          "http://127.0.0.1:8000/get_reward (start one with `cory serve-reward`)")
     if config.reward.name == "hf_classifier" and not config.reward.model:
         raise ConfigError("reward.model: reward 'hf_classifier' needs a classifier folder or hub id")
     if config.eval.pass_k and max(config.eval.pass_k) > config.eval.samples_per_prompt:

@@ -144,9 +144,9 @@ class Trainer:
         config = self.config
         for step in range(start, config.steps):
             row = {"step": step}
-            if config.eval_every and step % config.eval_every == 0:
-                row.update(self._evaluate(step))
             try:
+                if config.eval_every and step % config.eval_every == 0:
+                    row.update(self._evaluate(step))
                 row.update(self.run_iteration(step))
             except NumericFault as fault:
                 row.update({"fault": 1.0, "fault_reason": str(fault)})

@@ -43,6 +43,10 @@ def build_reward(config: RunConfig, default: str, device: torch.device | str = "
             source = str(default_reward_model(config.task.name))
         return ClassifierReward(source, reward.label, reward.batch_size, device,
                                 trust_remote_code=config.trust_remote_code)
+    if name == "remote":
+        from cory.rewards.remote import RemoteReward
+
+        return RemoteReward(reward.url or "", reward.timeout, reward.retries)
     if name == "exact_match":
         from cory.rewards.exact_match import ExactMatchReward
 

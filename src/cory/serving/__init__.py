@@ -1,0 +1,1 @@
+"""Serving what the library builds: rewards over HTTP (``cory serve-reward``)."""
