@@ -103,3 +103,18 @@ def test_suite_compares_arms_paired_by_seed_on_each_agents_solo_evaluation(tmp_p
     # The pioneer answered the plain query: its solo metrics are its role's.
     pioneer = summary["eval/pioneer/task_reward"]
     assert pioneer in (summary["eval/agent0/solo/task_reward"], summary["eval/agent1/solo/task_reward"])
+
+
+def test_runs_may_start_from_their_own_base_train_a_subset_of_seeds_and_be_selected(tmp_path):
+    (tmp_path / "other.yaml").write_text(yaml.safe_dump({**BASE, "steps": 1}))
+    path = write_suite(tmp_path, runs={"ppo": {"method": "ppo"},
+                                       "cory": {"base": "other.yaml", "method": "cory", "seeds": [1]}})
+    suite = load_suite(path)
+    assert [(r.name, r.seed, r.config.steps) for r in suite.runs] == [("ppo", 0, 2), ("ppo", 1, 2), ("cory", 1, 1)]
+    run_suite(suite, log=lambda _: None, names=["cory"])
+    assert (tmp_path / "out" / "cory" / "seed1" / "final").exists() and not (tmp_path / "out" / "ppo").exists()
+    with pytest.raises(ConfigError, match=r"--runs: \['dpo'\] not among"):
+        run_suite(suite, log=lambda _: None, names=["dpo"])
+    bad = write_suite(tmp_path, runs={"cory": {"method": "cory", "seeds": [5]}})
+    with pytest.raises(ConfigError, match=r"suite.runs.cory.seeds: \[5\] must be among"):
+        load_suite(bad)

@@ -57,7 +57,8 @@ class SuiteConfig:
     output_dir: str = "runs/suites/default"
     seeds: list[int] = option([0])
     overrides: dict[str, Any] = option({}, help="applied to every run (dotted keys allowed)")
-    runs: dict[str, dict[str, Any]] = option({}, help="name -> method and overrides")
+    runs: dict[str, dict[str, Any]] = option(
+        {}, help="name -> method and overrides; 'base' (a config file) and 'seeds' (a subset) per run")
     sweep: SweepConfig | None = None
     collapse_kl: float = option(10.0, gt=0, help="'before collapse' means eval KL at most this")
     analysis: AnalysisConfig = option(AnalysisConfig)
@@ -119,12 +120,24 @@ def load_suite(path: str | Path, overrides: list[str] = ()) -> Suite:
     if not named:
         raise ConfigError(f"suite '{path}': lists no runs; add 'runs:' or 'sweep:'")
     suite = Suite(config)
+    bases, run_seeds = {}, {}
     for name, spec, _ in named:
         if not isinstance(spec, dict):
             raise ConfigError(f"suite.runs.{name}: expected a mapping with 'method' and overrides")
+        spec = dict(spec)
+        own_base = spec.pop("base", None)  # a run may start from another config file
+        bases[name] = read_config_file(path.parent / own_base) if own_base else base
+        run_seeds[name] = spec.pop("seeds", config.seeds)
+        if not set(run_seeds[name]) <= set(config.seeds):
+            raise ConfigError(f"suite.runs.{name}.seeds: {run_seeds[name]} must be among the suite's "
+                              f"seeds {config.seeds}")
+    named = [(name, {k: v for k, v in spec.items() if k not in ("base", "seeds")}, value)
+             for name, spec, value in named]
     for seed in config.seeds:  # seed-major: every method's first seed finishes early
         for name, spec, value in named:
-            raw = deep_merge(deep_merge(base, _expand(config.overrides)), _expand(spec))
+            if seed not in run_seeds[name]:
+                continue
+            raw = deep_merge(deep_merge(bases[name], _expand(config.overrides)), _expand(spec))
             raw.update(seed=seed, output_dir=str(Path(config.output_dir) / name / f"seed{seed}"))
             try:
                 resolved = resolve(raw)
@@ -138,15 +151,19 @@ def is_finished(run: PlannedRun) -> bool:
     return (run.folder / "final" / "summary.json").exists()
 
 
-def run_suite(suite: Suite, log: Callable[[str], None] = print, seeds: list[int] | None = None) -> Path:
-    """Run every unfinished run (only those of ``seeds``, if given, so that several processes
-    or machines can share a suite's seeds), then write the results table and the plots from
-    every run finished so far."""
+def run_suite(suite: Suite, log: Callable[[str], None] = print, seeds: list[int] | None = None,
+              names: list[str] | None = None) -> Path:
+    """Run every unfinished run (only those of ``seeds`` and ``names``, if given, so that
+    several processes or machines can share a suite), then write the results table and the
+    plots from every run finished so far."""
     from cory.trainer import Trainer
 
     unknown = sorted(set(seeds or ()) - set(suite.config.seeds))
     if unknown:
         raise ConfigError(f"--seeds: {unknown} not among the suite's seeds {suite.config.seeds}")
+    unknown_names = sorted(set(names or ()) - set(suite.names()))
+    if unknown_names:
+        raise ConfigError(f"--runs: {unknown_names} not among the suite's runs {suite.names()}")
     suite.output_dir.mkdir(parents=True, exist_ok=True)
     description = suite.output_dir / SUITE_FILE
     scratch = description.with_name(f".{SUITE_FILE}.{os.getpid()}")
@@ -154,7 +171,7 @@ def run_suite(suite: Suite, log: Callable[[str], None] = print, seeds: list[int]
     scratch.replace(description)
     for number, run in enumerate(suite.runs, start=1):
         label = f"[{number}/{len(suite.runs)}] {run.name} seed {run.seed}"
-        if seeds is not None and run.seed not in seeds:
+        if (seeds is not None and run.seed not in seeds) or (names is not None and run.name not in names):
             continue
         if is_finished(run):
             log(f"{label}: finished earlier, skipped")
