@@ -95,22 +95,19 @@ def _serve_reward(args: argparse.Namespace) -> None:
     from cory.config import load_config
     from cory.rewards import build_reward
     from cory.serving.reward_server import Limits, serve
+    from cory.tasks.base import DEFAULT_REWARDS
 
     if Path(args.spec).is_file():
         config = load_config(args.spec, args.overrides)
     else:
         config = load_config(None, [f"reward.name={args.spec}", *args.overrides])
-    name = config.reward.name or TASK_REWARDS[config.task.name]
+    name = config.reward.name or DEFAULT_REWARDS[config.task.name]
     if name == "remote":
         raise ConfigError("serve-reward: a remote reward cannot be served again; name the reward itself")
     reward = build_reward(config, name)
     limits = Limits(args.max_batch, args.max_wait_ms, args.max_items)
     print(f"serving reward '{name}' on http://{args.host}:{args.port}/get_reward (health: /health)", flush=True)
     serve(reward, args.host, args.port, limits, description=name)
-
-
-TASK_REWARDS = {"imdb": "sentiment", "gsm8k": "exact_match", "arithmetic": "exact_match", "hh": "reward_model",
-                "toy": "target_fraction"}
 
 
 def _int_list(text: str) -> list[int]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from cory.config import TaskConfig
 from cory.errors import DataError
 from cory.sources import is_local_file, load_hub_dataset, read_jsonl
-from cory.tasks.base import Prompt, Task, split_train_test
+from cory.tasks.base import DEFAULT_REWARDS, Prompt, Task, split_train_test
 
 ASSISTANT = "\n\nAssistant:"
 HUB_ID = "Anthropic/hh-rlhf"
@@ -64,7 +64,7 @@ def build_hh(config: TaskConfig) -> Task:
         name="hh",
         train=[Prompt(p) for p in train],
         test=[Prompt(p) for p in test],
-        default_reward="reward_model",
+        default_reward=DEFAULT_REWARDS["hh"],
         observer_template=config.observer_template or OBSERVER_TEMPLATE,
         answer_separator=config.answer_separator,
         stop_strings=config.stop_strings if config.stop_strings is not None else ["\n\nHuman:"],

@@ -14,7 +14,7 @@ from transformers import PreTrainedTokenizerBase
 from cory.config import TaskConfig
 from cory.errors import ConfigError
 from cory.sources import is_local_file, load_hub_dataset, read_rated_snippets, read_texts
-from cory.tasks.base import Prompt, Task, split_train_test
+from cory.tasks.base import DEFAULT_REWARDS, Prompt, Task, split_train_test
 
 OBSERVER_TEMPLATE = 'I can make this sentence "{query}{answers}" more positive: {query}'
 
@@ -67,7 +67,7 @@ def build_imdb(config: TaskConfig, tokenizer: PreTrainedTokenizerBase) -> Task:
         name="imdb",
         train=review_prefixes(train_reviews, tokenizer, low, high, seed=1),
         test=review_prefixes(test_reviews, tokenizer, low, high, seed=2),
-        default_reward="sentiment",
+        default_reward=DEFAULT_REWARDS["imdb"],
         observer_template=config.observer_template or OBSERVER_TEMPLATE,
         answer_separator=config.answer_separator,
     )

@@ -13,7 +13,7 @@ from transformers import PreTrainedTokenizerBase
 
 from cory.config import TaskConfig
 from cory.rewards.exact_match import check_answers
-from cory.tasks.base import Prompt, Task
+from cory.tasks.base import DEFAULT_REWARDS, Prompt, Task
 
 INSTRUCTION = "Solve the problem step by step. Write the final answer as a number after '####'."
 CHAT_OBSERVER = ("{query}\n\nHere is a proposed solution:\n{answers}\n\n"
@@ -52,7 +52,7 @@ def math_task(name: str, config: TaskConfig, train: list[Problem], test: list[Pr
         name=name,
         train=format_prompts(train[config.few_shot:], shots, chat),
         test=format_prompts(test[: config.n_test], shots, chat),
-        default_reward="exact_match",
+        default_reward=DEFAULT_REWARDS[name],
         observer_template=config.observer_template or (CHAT_OBSERVER if chat else PLAIN_OBSERVER),
         answer_separator=config.answer_separator,
         chat=chat,

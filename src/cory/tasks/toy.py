@@ -10,7 +10,7 @@ import random
 import string
 
 from cory.config import TaskConfig
-from cory.tasks.base import Prompt, Task
+from cory.tasks.base import DEFAULT_REWARDS, Prompt, Task
 
 
 def random_prompts(n: int, seed: int) -> list[Prompt]:
@@ -24,7 +24,7 @@ def build_toy(config: TaskConfig) -> Task:
         name="toy",
         train=random_prompts(config.n_train, seed=1),
         test=random_prompts(config.n_test, seed=2),
-        default_reward="target_fraction",
+        default_reward=DEFAULT_REWARDS["toy"],
         observer_template=config.observer_template or "{answers}|{query}",
         answer_separator=config.answer_separator,
     )
