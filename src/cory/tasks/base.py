@@ -9,6 +9,10 @@ from typing import Callable
 from cory.errors import CoryError
 
 
+DEFAULT_REWARDS = {"imdb": "sentiment", "gsm8k": "exact_match", "arithmetic": "exact_match",
+                   "hh": "reward_model", "toy": "target_fraction"}
+
+
 @dataclass(frozen=True)
 class Prompt:
     """A query, and the gold final answer where the task has one."""
