@@ -1,0 +1,74 @@
+"""Golden metrics: fixed-seed tiny runs of every method family must reproduce the recorded
+``metrics.jsonl`` rows. A refactor that claims "no behaviour change" proves it here.
+
+    python tests/test_golden.py --record     # rewrite the golden files (only on purpose)
+
+Timings and memory are left out; numbers must agree to 1e-6 relative (bit-identical on the
+machine that recorded them; the tolerance absorbs another CPU's vector kernels).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+GOLDEN = Path(__file__).parent / "golden"
+METHODS = ["ppo", "cory", "reinforce", "grpo", "elastic_reset", "moe", "cory_chain"]
+VOLATILE = ("time/", "memory/")
+
+
+def golden_config(tmp: Path, method: str, **extra):
+    sys.path.insert(0, str(Path(__file__).parent))
+    from conftest import tiny_config
+
+    settings = {"steps": 4, "eval_every": 2, "threads": 1, "elastic_reset__reset_freq": 2,
+                "ppo__adap_kl_ctrl": True, **extra}
+    return tiny_config(tmp, method=method, **settings)
+
+
+def stable_rows(rows: list[dict]) -> list[dict]:
+    return [{k: v for k, v in row.items() if not any(p in k for p in VOLATILE)} for row in rows]
+
+
+def run_rows(tmp: Path, method: str) -> list[dict]:
+    """The metrics of a fixed-seed run; cory is stopped after 2 iterations and resumed."""
+    from cory.logging import read_jsonl_rows
+    from helpers.training import run_trainer
+
+    if method == "cory":
+        run_trainer(golden_config(tmp, method, steps=2, save_every=2))
+        trainer = run_trainer(golden_config(tmp, method, save_every=2, resume="auto"))
+    else:
+        trainer = run_trainer(golden_config(tmp, method))
+    return stable_rows(read_jsonl_rows(Path(trainer.config.output_dir) / "metrics.jsonl"))
+
+
+def same(a, b) -> bool:
+    if isinstance(a, float) and isinstance(b, (int, float)):
+        return math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-9) or (math.isnan(a) and math.isnan(b))
+    return a == b
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_metrics_equal_the_golden_file(tmp_path, method):
+    expected = json.loads((GOLDEN / f"{method}.json").read_text())
+    got = run_rows(tmp_path, method)
+    assert [sorted(r) for r in got] == [sorted(r) for r in expected], "metric names changed"
+    for step, (row, want) in enumerate(zip(got, expected)):
+        differing = {k: (row[k], want[k]) for k in want if not same(row[k], want[k])}
+        assert not differing, f"row {step}: {differing}"
+
+
+if __name__ == "__main__" and "--record" in sys.argv:
+    import tempfile
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    for name in METHODS:
+        with tempfile.TemporaryDirectory() as folder:
+            rows = run_rows(Path(folder), name)
+        (GOLDEN / f"{name}.json").write_text(json.dumps(rows, indent=0, sort_keys=True) + "\n")
+        print(f"recorded {name}: {len(rows)} rows")
