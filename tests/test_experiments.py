@@ -118,3 +118,15 @@ def test_runs_may_start_from_their_own_base_train_a_subset_of_seeds_and_be_selec
     bad = write_suite(tmp_path, runs={"cory": {"method": "cory", "seeds": [5]}})
     with pytest.raises(ConfigError, match=r"suite.runs.cory.seeds: \[5\] must be among"):
         load_suite(bad)
+
+
+def test_export_copies_what_the_analysis_needs_and_redraws_from_it(tmp_path):
+    from cory.experiments import export_suite
+
+    run_suite(load_suite(write_suite(tmp_path, seeds=[0])), log=lambda _: None)
+    results = export_suite(tmp_path / "out", tmp_path / "published")
+    published = tmp_path / "published"
+    assert results == published / "results.md" and (published / "reward_kl.png").exists()
+    assert (published / "cory" / "seed0" / "metrics.jsonl").exists()
+    assert not list(published.rglob("*.safetensors")) and not (published / "cory" / "seed0" / "checkpoints").exists()
+    assert results.read_text() == (tmp_path / "out" / "results.md").read_text()

@@ -72,9 +72,12 @@ def _experiment(args: argparse.Namespace) -> None:
 
 
 def _plot(args: argparse.Namespace) -> None:
-    from cory.experiments import write_results
+    from cory.experiments import export_suite, write_results
 
-    print(f"results: {write_results(Path(args.folder))}")
+    if args.export:
+        print(f"results: {export_suite(Path(args.folder), Path(args.export))}")
+    else:
+        print(f"results: {write_results(Path(args.folder))}")
 
 
 def _train_rm(args: argparse.Namespace) -> None:
@@ -139,6 +142,9 @@ def build_parser() -> argparse.ArgumentParser:
     experiment.set_defaults(run=_experiment)
     plot = commands.add_parser("plot", help="rewrite a suite's table and plots from its runs")
     plot.add_argument("folder", help="the suite's output folder")
+    plot.add_argument("--export", metavar="FOLDER", default=None,
+                      help="also copy the tables, plots and each run's metrics, config and summary there "
+                           "(small enough to commit; no weights)")
     plot.set_defaults(run=_plot)
     train_rm = commands.add_parser("train-rm", help="train a Bradley-Terry reward model on preference pairs")
     train_rm.add_argument("--data", default=None, help="JSONL(.gz) of {chosen, rejected} or a datasets id "

@@ -366,3 +366,27 @@ def write_results(output_dir: Path) -> Path:
     (output_dir / "results.csv").write_text(_csv(rows, columns))
     draw_suite(output_dir, description, results)
     return output_dir / "results.md"
+
+
+RUN_FILES = ("metrics.jsonl", "config.yaml", "final/summary.json")
+
+
+def export_suite(output_dir: Path, destination: Path) -> Path:
+    """Copy what a suite's analysis needs, small enough to commit: its tables and plots, and
+    each finished run's metrics, config and final summary (no weights, no checkpoints).
+    ``cory plot DESTINATION`` redraws everything from the copy."""
+    import shutil
+
+    output_dir, destination = Path(output_dir), Path(destination)
+    description = json.loads((output_dir / SUITE_FILE).read_text())
+    for run in description["runs"]:
+        source = Path(run["folder"])
+        target = destination / source.relative_to(output_dir)
+        run["folder"] = str(target)
+        if (source / "final" / "summary.json").exists():
+            for name in RUN_FILES:
+                (target / name).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(source / name, target / name)
+    destination.mkdir(parents=True, exist_ok=True)
+    (destination / SUITE_FILE).write_text(json.dumps(description, indent=1))
+    return write_results(destination)
