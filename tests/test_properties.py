@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from cory.config import load_config
 from cory.configtree import parse_override, set_dotted
 from cory.errors import ConfigError
-from cory.rewards.exact_match import extract_answer
+from cory.answers import extract_answer
 
 identifiers = st.text(string.ascii_lowercase + "_", min_size=1, max_size=8)
 

@@ -20,9 +20,6 @@ from cory.errors import ConfigError
 from cory.methods import METHOD_PRESETS, METHODS
 from cory.trackers import check_installed
 
-TOPOLOGIES = ("single", "pioneer_observer", "chain", "mesh", "star", "random", "independent")
-TASKS = ("imdb", "gsm8k", "arithmetic", "hh", "toy")
-ALGORITHMS = ("ppo", "reinforce_clip", "reinforce", "rloo", "grpo")
 TEMPLATE_FIELDS = {"query", "answers"}
 DEVICE_NAME = re.compile(r"^(cpu|cuda(:\d+)?)$")
 

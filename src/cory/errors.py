@@ -25,3 +25,7 @@ class DataError(CoryError):
 
 class NumericFault(CoryError):
     """NaN or inf where a number was needed (logits, rewards, values, losses)."""
+
+
+class AgentLost(CoryError):
+    """An agent's worker (a Ray actor) died; the run can resume from its last checkpoint."""

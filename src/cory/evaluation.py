@@ -10,8 +10,10 @@ from typing import Any
 import torch
 
 from cory.config import RunConfig
-from cory.agents.agent import Reply
+from cory.agents.group import AgentGroup
+from cory.types import GenerateRequest, Reply
 from cory.multi.episode import Episode, run_episode, score_episode, system_choice
+from cory.multi.moe import gather_selected
 from cory.multi.topology import Topology
 from cory.rewards.base import RewardFunction, score_safely
 from cory.tasks.base import Prompt, Task
@@ -44,7 +46,7 @@ class EvalResult:
     samples: list[dict[str, Any]]
 
 
-def evaluate(agents, topology: Topology, agent_for_role: list[int], task: Task,
+def evaluate(agents: AgentGroup, topology: Topology, agent_for_role: list[int], task: Task,
              reward: RewardFunction, config: RunConfig, n_samples: int = 8) -> EvalResult:
     """Run the topology on held-out queries with a fixed sampling seed and summarise."""
     n = config.eval.samples_per_prompt
@@ -63,8 +65,7 @@ def evaluate(agents, topology: Topology, agent_for_role: list[int], task: Task,
     metrics["eval/kl"] = episode.kl().mean().item()
     metrics.update(_solo_metrics(agents, topology, agent_for_role, episode, rewards, reward, repeated, config))
     chosen = system_choice(episode, config.topology.answer)
-    columns = torch.arange(len(repeated))
-    metrics["eval/system/task_reward"] = rewards[chosen, columns].mean().item()
+    metrics["eval/system/task_reward"] = gather_selected(rewards, chosen).mean().item()
     if task.checker is not None:
         metrics.update(_pass_metrics(episode, task, names, n, config.eval.pass_k, chosen))
     samples = [
@@ -94,7 +95,7 @@ def reply_metrics(reply: Reply, rewards: torch.Tensor) -> dict[str, float]:
     }
 
 
-def _solo_metrics(agents, topology: Topology, agent_for_role: list[int], episode: Episode,
+def _solo_metrics(agents: AgentGroup, topology: Topology, agent_for_role: list[int], episode: Episode,
                   rewards: torch.Tensor, reward: RewardFunction, queries: list[Prompt],
                   config: RunConfig) -> dict[str, float]:
     """Every agent on its own, answering the plain query (how a CORY agent is deployed):
@@ -103,8 +104,8 @@ def _solo_metrics(agents, topology: Topology, agent_for_role: list[int], episode
     root_reply = {agent_for_role[role]: role for role in range(topology.n_roles) if not topology.parents[role]}
     n_agents = len(agent_for_role)
     asked = [a for a in range(n_agents) if a not in root_reply]
-    answers = agents.call("generate", {a: ([q.query for q in queries], config.eval.seed, "eval", config.eval.greedy,
-                                           False) for a in asked}) if asked else {}
+    request = GenerateRequest([q.query for q in queries], config.eval.seed, "eval", config.eval.greedy, keep=False)
+    answers = agents.generate({a: request for a in asked}) if asked else {}
     metrics: dict[str, float] = {}
     for agent in range(n_agents):
         if agent in root_reply:
@@ -124,7 +125,7 @@ def _pass_metrics(episode, task: Task, names: list[str], n: int, ks: list[int],
                            dtype=torch.long)  # [role, query * n]
     metrics: dict[str, float] = {}
     per_role = correct.view(len(names), -1, n).sum(-1)  # [role, query]
-    system = correct[chosen, torch.arange(correct.shape[1])].view(-1, n).sum(-1)
+    system = gather_selected(correct, chosen).view(-1, n).sum(-1)
     for k in ks:
         for role, name in enumerate(names):
             metrics[f"eval/{name}/pass@{k}"] = sum(pass_at_k(n, int(c), k) for c in per_role[role]) / per_role.shape[1]

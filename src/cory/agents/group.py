@@ -1,14 +1,45 @@
-"""The trainer's handle on its agents: call a method on several agents at once.
+"""The trainer's handle on its agents: a typed ``AgentGroup``, wherever the agents live.
 
-``LocalAgents`` runs the calls one after the other in this process; the Ray backend
-offers the same interface with one actor per agent, running the calls in parallel.
+``LocalAgents`` holds them in this process and runs calls one after the other; the Ray
+backend's ``RayAgents`` offers the same methods over one actor per agent and runs calls on
+several agents in parallel. Arguments and results are text, numbers and paths only.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
+from typing import Any, Protocol
 
 from cory.agents.agent import Agent
+from cory.types import GenerateRequest, Reply
+
+Stats = dict[str, float | str]
+
+
+class AgentGroup(Protocol):
+    """What the trainer asks of its agents. Calls naming several agents may run in parallel."""
+
+    def __len__(self) -> int: ...
+
+    def generate(self, requests: dict[int, GenerateRequest]) -> dict[int, Reply]:
+        """Each named agent answers its request."""
+
+    def update(self, scores: dict[int, list[float]], step: int) -> dict[int, Stats]:
+        """Each named agent learns from its held rollout with these scores."""
+
+    def reset_learning_state(self) -> None:
+        """Fresh optimiser, initial KL coefficient and fresh score moments for every agent."""
+
+    def write_state(self, folder: Path) -> list[dict[str, Any]]:
+        """Every agent writes its tensors into checkpoint ``folder``; their metadata, in order."""
+
+    def read_state(self, folder: Path, metas: list[dict[str, Any]]) -> None:
+        """Every agent restores itself from ``folder`` and its metadata."""
+
+    def save_pretrained(self, folder: Path) -> None:
+        """Every agent exports a Hugging Face folder ``folder/agentN``."""
+
+    def close(self) -> None: ...
 
 
 class LocalAgents:
@@ -20,14 +51,27 @@ class LocalAgents:
     def __len__(self) -> int:
         return len(self.agents)
 
-    def call(self, method: str, calls: dict[int, tuple]) -> dict[int, Any]:
-        """``{agent: args}`` -> ``{agent: getattr(agent, method)(*args)}``."""
-        return {index: getattr(self.agents[index], method)(*args) for index, args in calls.items()}
+    def generate(self, requests: dict[int, GenerateRequest]) -> dict[int, Reply]:
+        return {i: self.agents[i].generate(r.prompts, r.step, r.phase, r.greedy, r.keep)
+                for i, r in requests.items()}
 
-    def call_all(self, method: str, *args: Any) -> list[Any]:
-        """The same call on every agent, results in agent order."""
-        results = self.call(method, {i: args for i in range(len(self.agents))})
-        return [results[i] for i in range(len(self.agents))]
+    def update(self, scores: dict[int, list[float]], step: int) -> dict[int, Stats]:
+        return {i: self.agents[i].update(values, step) for i, values in scores.items()}
+
+    def reset_learning_state(self) -> None:
+        for agent in self.agents:
+            agent.reset_learning_state()
+
+    def write_state(self, folder: Path) -> list[dict[str, Any]]:
+        return [agent.write_state(folder) for agent in self.agents]
+
+    def read_state(self, folder: Path, metas: list[dict[str, Any]]) -> None:
+        for agent, meta in zip(self.agents, metas, strict=True):
+            agent.read_state(folder, meta)
+
+    def save_pretrained(self, folder: Path) -> None:
+        for agent in self.agents:
+            agent.save_pretrained(Path(folder) / agent.name)
 
     def close(self) -> None:
         """Nothing to release for in-process agents."""

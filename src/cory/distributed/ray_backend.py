@@ -10,15 +10,14 @@ several agents (a topology level, the updates) run in parallel.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+from cory.agents.group import Stats
 from cory.config import RunConfig, resolve
 from cory.configtree import to_dict
-from cory.errors import CoryError, MissingPackageError
-
-
-class AgentLost(CoryError):
-    """An agent's actor died; the run can resume from its last checkpoint."""
+from cory.errors import AgentLost, MissingPackageError
+from cory.types import GenerateRequest, Reply
 
 
 def _ray():
@@ -41,8 +40,23 @@ class AgentWorker:
         torch.set_num_threads(run.threads or max(1, int(run.ray.num_cpus_per_agent)))
         (self.agent,) = build_agents(run, task_chat=task_chat, stop_strings=stop_strings, indices=[index])
 
-    def invoke(self, method: str, *args: Any) -> Any:
-        return getattr(self.agent, method)(*args)
+    def generate(self, request: GenerateRequest) -> Reply:
+        return self.agent.generate(request.prompts, request.step, request.phase, request.greedy, request.keep)
+
+    def update(self, scores: list[float], step: int) -> Stats:
+        return self.agent.update(scores, step)
+
+    def reset_learning_state(self) -> None:
+        self.agent.reset_learning_state()
+
+    def write_state(self, folder: Path) -> dict[str, Any]:
+        return self.agent.write_state(folder)
+
+    def read_state(self, folder: Path, meta: dict[str, Any]) -> None:
+        self.agent.read_state(folder, meta)
+
+    def save_pretrained(self, folder: Path) -> None:
+        self.agent.save_pretrained(folder)
 
 
 class RewardWorker:
@@ -78,7 +92,7 @@ def ensure_ray(config: RunConfig) -> None:
 
 
 class RayAgents:
-    """The ``LocalAgents`` interface over one Ray actor per agent."""
+    """The ``AgentGroup`` methods over one Ray actor per agent."""
 
     def __init__(self, config: RunConfig, task_chat: bool = False, stop_strings: list[str] = ()) -> None:
         ensure_ray(config)
@@ -98,20 +112,38 @@ class RayAgents:
     def __len__(self) -> int:
         return len(self.actors)
 
-    def call(self, method: str, calls: dict[int, tuple]) -> dict[int, Any]:
-        """Start every call, then wait for all of them (they run in parallel)."""
-        pending = {index: self.actors[index].invoke.remote(method, *args) for index, args in calls.items()}
+    def _gather(self, what: str, futures: dict[int, Any]) -> dict[int, Any]:
+        """Wait for calls started on several actors (they run in parallel)."""
         results = {}
-        for index, future in pending.items():
+        for index, future in futures.items():
             try:
                 results[index] = self._ray.get(future)
             except (self._ray.exceptions.RayActorError, self._ray.exceptions.ActorDiedError) as error:
-                raise AgentLost(f"the actor of agent{index} died during {method}(): {error}") from None
+                raise AgentLost(f"the actor of agent{index} died during {what}: {error}") from None
         return results
 
-    def call_all(self, method: str, *args: Any) -> list[Any]:
-        results = self.call(method, {i: args for i in range(len(self.actors))})
+    def _on_every_actor(self, what: str, start) -> list[Any]:
+        results = self._gather(what, {i: start(i, actor) for i, actor in enumerate(self.actors)})
         return [results[i] for i in range(len(self.actors))]
+
+    def generate(self, requests: dict[int, GenerateRequest]) -> dict[int, Reply]:
+        return self._gather("generate()", {i: self.actors[i].generate.remote(r) for i, r in requests.items()})
+
+    def update(self, scores: dict[int, list[float]], step: int) -> dict[int, Stats]:
+        return self._gather("update()", {i: self.actors[i].update.remote(s, step) for i, s in scores.items()})
+
+    def reset_learning_state(self) -> None:
+        self._on_every_actor("reset_learning_state()", lambda i, actor: actor.reset_learning_state.remote())
+
+    def write_state(self, folder: Path) -> list[dict[str, Any]]:
+        return self._on_every_actor("write_state()", lambda i, actor: actor.write_state.remote(folder))
+
+    def read_state(self, folder: Path, metas: list[dict[str, Any]]) -> None:
+        self._on_every_actor("read_state()", lambda i, actor: actor.read_state.remote(folder, metas[i]))
+
+    def save_pretrained(self, folder: Path) -> None:
+        self._on_every_actor("save_pretrained()",
+                             lambda i, actor: actor.save_pretrained.remote(Path(folder) / f"agent{i}"))
 
     def restart(self) -> None:
         """Replace every actor with a fresh one (state then comes from a checkpoint)."""

@@ -6,7 +6,8 @@ from dataclasses import dataclass
 
 import torch
 
-from cory.agents.agent import Reply
+from cory.agents.group import AgentGroup
+from cory.types import GenerateRequest, Reply
 from cory.multi.moe import select_by_value
 from cory.multi.topology import Topology
 from cory.rewards.base import RewardFunction, score_safely
@@ -34,14 +35,14 @@ class Episode:
         return torch.tensor([reply.kl for reply in self.replies])
 
 
-def run_episode(agents, topology: Topology, agent_for_role: list[int], task: Task,
+def run_episode(agents: AgentGroup, topology: Topology, agent_for_role: list[int], task: Task,
                 queries: list[Prompt], step: int, phase: str = "train", greedy: bool = False,
                 keep: bool = True) -> Episode:
     """Let every role answer, level by level; roles of one level are asked together."""
     prompts: list[list[str] | None] = [None] * topology.n_roles
     replies: list[Reply | None] = [None] * topology.n_roles
     for level in topology.levels():
-        calls = {}
+        requests = {}
         for role in level:
             parents = topology.parents[role]
             if parents:
@@ -50,8 +51,8 @@ def run_episode(agents, topology: Topology, agent_for_role: list[int], task: Tas
             else:
                 role_prompts = [q.query for q in queries]
             prompts[role] = role_prompts
-            calls[agent_for_role[role]] = (role_prompts, step, phase, greedy, keep)
-        answered = agents.call("generate", calls)
+            requests[agent_for_role[role]] = GenerateRequest(role_prompts, step, phase, greedy, keep)
+        answered = agents.generate(requests)
         for role in level:
             replies[role] = answered[agent_for_role[role]]
     return Episode(queries, agent_for_role, prompts, replies)

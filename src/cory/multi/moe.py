@@ -12,4 +12,4 @@ def select_by_value(values: torch.Tensor) -> torch.Tensor:
 
 def gather_selected(per_agent: torch.Tensor, winners: torch.Tensor) -> torch.Tensor:
     """Pick ``per_agent[winner[b], b]`` for each query ``b``."""
-    return per_agent[winners, torch.arange(per_agent.shape[1])]
+    return per_agent[winners, torch.arange(per_agent.shape[1], device=per_agent.device)]

@@ -28,11 +28,3 @@ class RoleSchedule:
     def agent_for_role(self, step: int) -> list[int]:
         shift = self.swaps_before(step) % self.n_agents
         return [(role + shift) % self.n_agents for role in range(self.n_agents)]
-
-    def role_of_agent(self, step: int) -> list[int]:
-        """The inverse mapping: the role each agent plays at ``step``."""
-        mapping = self.agent_for_role(step)
-        roles = [0] * self.n_agents
-        for role, agent in enumerate(mapping):
-            roles[agent] = role
-        return roles

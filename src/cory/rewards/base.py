@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from cory.errors import CoryError, NumericFault
-from cory.tasks.base import Prompt
+from cory.types import Prompt
 
 
 class RewardFunction(Protocol):

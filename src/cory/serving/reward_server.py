@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cory.rewards.base import RewardFunction, score_safely
-from cory.tasks.base import Prompt
+from cory.types import Prompt
 
 
 @dataclass

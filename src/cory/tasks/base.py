@@ -7,18 +7,11 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from cory.errors import CoryError
+from cory.types import Prompt
 
 
 DEFAULT_REWARDS = {"imdb": "sentiment", "gsm8k": "exact_match", "arithmetic": "exact_match",
                    "hh": "reward_model", "toy": "target_fraction"}
-
-
-@dataclass(frozen=True)
-class Prompt:
-    """A query, and the gold final answer where the task has one."""
-
-    query: str
-    answer: str | None = None
 
 
 @dataclass
@@ -40,10 +33,6 @@ class Task:
             raise CoryError(f"task '{self.name}': no training prompts; check task.source")
         if not self.test:
             raise CoryError(f"task '{self.name}': no test prompts; lower task.n_test or add data")
-
-    @property
-    def has_answers(self) -> bool:
-        return self.test[0].answer is not None
 
     def observer_prompt(self, prompt: Prompt, answers: list[str]) -> str:
         """The prompt of a role that sees earlier ``answers`` to ``prompt``."""

@@ -14,7 +14,7 @@ from transformers import PreTrainedTokenizerBase
 
 from cory.config import TaskConfig
 from cory.errors import DataError
-from cory.rewards.exact_match import gold_answer
+from cory.answers import gold_answer
 from cory.sources import gsm8k_folder, is_local_file, load_hub_dataset, read_jsonl
 from cory.tasks.base import Task
 from cory.tasks.math import Problem, math_task

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from transformers import PreTrainedTokenizerBase
 
 from cory.config import TaskConfig
-from cory.rewards.exact_match import check_answers
+from cory.answers import check_answers
 from cory.tasks.base import DEFAULT_REWARDS, Prompt, Task
 
 INSTRUCTION = "Solve the problem step by step. Write the final answer as a number after '####'."

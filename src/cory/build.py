@@ -1,0 +1,71 @@
+"""Assembling a run: a config in; its task, reward, agent group, topology and role schedule out.
+
+The one place that builds these, used by the trainer and by ``cory eval`` (the Ray backend's
+actors build their single agent with ``cory.agents.factory.build_agents``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from cory.agents.group import AgentGroup
+from cory.config import RunConfig
+from cory.multi.roles import RoleSchedule
+from cory.multi.topology import Topology, topology_of
+from cory.rewards.base import RewardFunction
+from cory.tasks.base import Task
+
+
+@dataclass
+class RunParts:
+    task: Task
+    reward: RewardFunction
+    agents: AgentGroup
+    topology: Topology
+    roles: RoleSchedule
+
+
+def build_run(config: RunConfig, task: Task | None = None, agents: AgentGroup | None = None,
+              reward: RewardFunction | None = None, policy_sources: list[str] | None = None,
+              local: bool = False) -> RunParts:
+    """Everything a run is made of; parts passed in are used as they are. ``local`` keeps the
+    agents in this process whatever the backend; ``policy_sources`` starts each agent's policy
+    from a saved folder (its reference stays the base model)."""
+    task = task or build_task_of(config)
+    agents = agents or build_agent_group(config, task, policy_sources, local)
+    reward = reward or build_reward_of(config, task, local)
+    return RunParts(task, reward, agents, topology_of(config),
+                    RoleSchedule(config.n_agents, config.roles.swap_every))
+
+
+def build_task_of(config: RunConfig) -> Task:
+    from cory.models.registry import load_tokenizer
+    from cory.tasks import build_task
+
+    return build_task(config.task, load_tokenizer(config.agent_models()[0], config.trust_remote_code))
+
+
+def build_agent_group(config: RunConfig, task: Task, policy_sources: list[str] | None = None,
+                      local: bool = False) -> AgentGroup:
+    if config.backend == "ray" and not local:
+        from cory.distributed.ray_backend import RayAgents
+
+        return RayAgents(config, task.chat, task.stop_strings)
+    from cory.agents.factory import build_agents
+    from cory.agents.group import LocalAgents
+
+    return LocalAgents(build_agents(config, task_chat=task.chat, stop_strings=task.stop_strings,
+                                    policy_sources=policy_sources))
+
+
+def build_reward_of(config: RunConfig, task: Task, local: bool = False) -> RewardFunction:
+    if config.backend == "ray" and config.ray.reward_actor and not local:
+        from cory.distributed.ray_backend import RayReward
+
+        return RayReward(config, task.default_reward)
+    from cory.agents.factory import resolve_device
+    from cory.rewards import build_reward
+
+    # A reward model sits beside the first agent (on its GPU when there is one).
+    device = resolve_device(config.agent_devices()[0], "device")
+    return build_reward(config, task.default_reward, device=device, log=print)

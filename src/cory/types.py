@@ -1,0 +1,44 @@
+"""The types every layer speaks: a prompt, a request to answer prompts, an agent's reply.
+
+They sit below tasks, rewards, agents and the trainer so that none of those needs to import
+another to talk to it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """A query, and the gold final answer where the task has one."""
+
+    query: str
+    answer: str | None = None
+
+
+@dataclass(frozen=True)
+class GenerateRequest:
+    """Ask an agent to answer ``prompts`` at iteration ``step``; with ``keep`` it holds the
+    rollout for its next ``update``. ``phase`` separates the random draws of training and
+    evaluation."""
+
+    prompts: list[str]
+    step: int
+    phase: str = "train"
+    greedy: bool = False
+    keep: bool = True
+
+
+@dataclass
+class Reply:
+    """What an agent says back after answering a batch of prompts."""
+
+    texts: list[str]
+    values: list[float]  # value estimate at each response's last token
+    kl: list[float]  # sum over response tokens of log p - log p_ref
+    lengths: list[int]
+    hit_length_limit: list[bool]
+    prompts_truncated: int
+    prompt_length: float = 0.0  # mean prompt tokens after truncation
+    seconds: dict[str, float] = field(default_factory=dict)
