@@ -261,7 +261,7 @@ def test_authors_cory_and_ppo_differ_as_the_released_scripts_do():
 @pytest.mark.parametrize("name", ["ppo", "cory", "reinforce", "elastic_reset"])
 def test_cpu_configs_differ_from_the_authors_only_in_scale_keys(name):
     from cory.configtree import to_dict
-    from cory.trainer import config_differences
+    from cory.rundir import config_differences
 
     scale = {"model", "reward", "task", "ppo", "steps", "threads", "eval_every", "eval", "output_dir",
              "save_every", "keep_last"}

@@ -8,7 +8,9 @@ got there uninterrupted or resumed from a checkpoint.
 from __future__ import annotations
 
 import hashlib
+import os
 import random
+from typing import Any
 
 import numpy as np
 import torch
@@ -30,3 +32,38 @@ def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % (2**32))
     torch.manual_seed(seed)
+
+
+def rng_state() -> dict[str, Any]:
+    """Python's and NumPy's global generator states, JSON-able (for checkpoints)."""
+    version, internal, gauss = random.getstate()
+    np_state = np.random.get_state()
+    return {"python": [version, list(internal), gauss],
+            "numpy": [np_state[0], np_state[1].tolist(), int(np_state[2]), int(np_state[3]), float(np_state[4])]}
+
+
+def torch_rng_tensors() -> dict[str, torch.Tensor]:
+    """torch's CPU generator state and, once CUDA is in use, every GPU's."""
+    tensors = {"torch": torch.get_rng_state()}
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        tensors.update({f"cuda.{i}": state for i, state in enumerate(torch.cuda.get_rng_state_all())})
+    return tensors
+
+
+def set_rng_state(state: dict[str, Any], torch_states: dict[str, torch.Tensor]) -> None:
+    """Restore what ``rng_state`` and ``torch_rng_tensors`` saved."""
+    version, internal, gauss = state["python"]
+    random.setstate((version, tuple(internal), gauss))
+    kind, keys, pos, has_gauss, cached = state["numpy"]
+    np.random.set_state((kind, np.array(keys, dtype=np.uint32), pos, has_gauss, cached))
+    torch.set_rng_state(torch_states["torch"])
+    cuda = [torch_states[f"cuda.{i}"] for i in range(len(torch_states)) if f"cuda.{i}" in torch_states]
+    if cuda and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(cuda[: torch.cuda.device_count()])
+
+
+def use_deterministic_algorithms() -> None:
+    """Deterministic kernels everywhere (``deterministic: true``); the cuBLAS workspace
+    setting must be in the environment before cuBLAS starts, so set it first."""
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.use_deterministic_algorithms(True)

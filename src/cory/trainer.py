@@ -10,38 +10,33 @@ The trainer only moves text and numbers; the agents hold the models.
 
 from __future__ import annotations
 
-import json
 import os
 import random
-import shutil
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from cory.checkpoint import (Checkpoint, latest_good, load_checkpoint, save_checkpoint, save_tensors,
-                             step_dir, writing_into)
-from cory.config import RunConfig, config_to_yaml
 from cory.agents.group import AgentGroup
 from cory.build import build_run
+from cory.checkpoint import Checkpoint, latest_good, load_checkpoint, save_checkpoint, save_tensors, step_dir
+from cory.config import RunConfig
 from cory.configtree import to_dict
-from cory.errors import AgentLost, ConfigError, CoryError, NumericFault
+from cory.errors import AgentLost, CoryError, NumericFault
 from cory.evaluation import evaluate
-from cory.logging import EVENTS_FILE, METRICS_FILE, SAMPLES_FILE, RunLogger, read_jsonl_rows, write_jsonl_atomic
+from cory.logging import METRICS_FILE, RunLogger, read_jsonl_rows
 from cory.multi.collective import collective_rewards
 from cory.multi.episode import Episode, run_episode, score_episode, system_choice
 from cory.multi.moe import gather_selected
 from cory.rewards.base import RewardFunction
-from cory.seeding import derive_seed, seed_everything
+from cory.rundir import check_resumable, export_final, log_texts, open_run_dir, restore_logs
+from cory.seeding import (derive_seed, rng_state, seed_everything, set_rng_state, torch_rng_tensors,
+                          use_deterministic_algorithms)
 from cory.tasks.base import Task
-from cory.types import Prompt
-from cory.trackers import STATE_FILE as TRACKER_STATE
 from cory.trackers import TrackerSet
-
-LOG_FILES = (METRICS_FILE, SAMPLES_FILE, EVENTS_FILE)
+from cory.types import Prompt
 HEADLINE_STATS = ("kl_coef", "entropy", "clip_fraction", "approx_kl", "value_loss", "policy_loss",
                   "explained_variance", "response_length", "grad_norm")
 
@@ -70,22 +65,6 @@ class PromptSampler:
             epoch, offset = divmod(position, len(self.prompts))
             picked.append(self.prompts[self._order(epoch)[offset]])
         return [p for p in picked for _ in range(self.repeat)]
-
-
-def config_differences(old: dict[str, Any], new: dict[str, Any], allowed: list[str],
-                       prefix: str = "") -> list[str]:
-    """Dotted keys whose values differ, except those under an allowed top-level key."""
-    differences = []
-    for key in sorted(set(old) | set(new)):
-        dotted = f"{prefix}{key}"
-        if not prefix and key in allowed:
-            continue
-        a, b = old.get(key), new.get(key)
-        if isinstance(a, dict) and isinstance(b, dict):
-            differences += config_differences(a, b, allowed, dotted + ".")
-        elif a != b:
-            differences.append(f"{dotted}: {a!r} -> {b!r}")
-    return differences
 
 
 class Trainer:
@@ -118,7 +97,8 @@ class Trainer:
         On the Ray backend a lost agent actor is replaced and the run continues from its
         last good checkpoint (at most ``ray.max_restarts`` times).
         """
-        step = self._prepare_run_dir()
+        checkpoint = open_run_dir(self.run_dir, self.config)
+        step = self._restore(checkpoint) if checkpoint is not None else 0
         self._open_logger(step)
         try:
             while True:
@@ -157,7 +137,8 @@ class Trainer:
             self.save(config.steps)  # before the final evaluation: a longer resume continues here
         final = self._evaluate(config.steps)
         self._log_row(config.steps, {"step": config.steps, **final})
-        self._save_final(final)
+        target = export_final(self.run_dir, self.agents, final)
+        self.logger.message(f"done: metrics in {self.run_dir / METRICS_FILE}, final model(s) in {target}")
         return final
 
     def _recover(self, lost: AgentLost) -> int:
@@ -263,51 +244,11 @@ class Trainer:
                 f"{saved} holds the last good weights. Lower ppo.learning_rate or set ppo.max_grad_norm, "
                 "then resume with resume=auto (add 'ppo' to allow_config_change).")
 
-    # ------------------------------------------------------------ run folder
-    def _prepare_run_dir(self) -> int:
-        """Create or resume the run folder; returns the first iteration to run."""
-        try:
-            self.run_dir.mkdir(parents=True, exist_ok=True)
-            probe = self.run_dir / f".write-test-{uuid.uuid4().hex}"
-            probe.write_text("")
-            probe.unlink()
-        except OSError as error:
-            raise ConfigError(f"output_dir: cannot write to '{self.run_dir}' ({error.strerror}); "
-                              "choose a writable folder") from None
-        checkpoint = self._find_checkpoint()
-        if checkpoint is None:
-            if any((self.run_dir / name).exists() for name in (*LOG_FILES, "final")) and self.config.resume is None:
-                raise ConfigError(f"output_dir: '{self.run_dir}' already holds a run; pass resume=auto "
-                                  "to continue it, or choose another output_dir")
-            for name in (*LOG_FILES, TRACKER_STATE):
-                (self.run_dir / name).unlink(missing_ok=True)
-            shutil.rmtree(self.run_dir / "tensorboard", ignore_errors=True)
-            (self.run_dir / "config.yaml").write_text(config_to_yaml(self.config), encoding="utf-8")
-            return 0
-        return self._restore(checkpoint)
-
-    def _find_checkpoint(self) -> Checkpoint | None:
-        if self.config.resume is None:
-            return None
-        if self.config.resume == "auto":
-            path = latest_good(self.run_dir, report=print)
-            return load_checkpoint(path) if path is not None else None
-        return load_checkpoint(Path(self.config.resume))
-
     def _restore(self, checkpoint: Checkpoint) -> int:
-        saved_config = checkpoint.state["config"]
-        differences = config_differences(saved_config, to_dict(self.config), self.config.allow_config_change)
-        if differences:
-            raise ConfigError(
-                "resume: the checkpoint was written by a different config; these keys differ:\n  "
-                + "\n  ".join(differences)
-                + "\nKeys listed in allow_config_change may differ (default: steps, eval_every, "
-                "save_every, keep_last, log, resume, output_dir).")
+        check_resumable(checkpoint, self.config)
         self.agents.read_state(checkpoint.path, checkpoint.state["agents"])
-        _set_rng_state(checkpoint.state["rng"], checkpoint.tensors("rng"))
-        for name in LOG_FILES:
-            rows = [json.loads(line) for line in checkpoint.texts.get(name, "").splitlines() if line]
-            write_jsonl_atomic(self.run_dir / name, rows)
+        set_rng_state(checkpoint.state["rng"], checkpoint.tensors("rng"))
+        restore_logs(self.run_dir, checkpoint)
         self.rows = read_jsonl_rows(self.run_dir / METRICS_FILE)
         self.consecutive_faults = int(checkpoint.state["consecutive_faults"])
         print(f"resuming from {checkpoint.path} (step {checkpoint.step})")
@@ -317,27 +258,14 @@ class Trainer:
         """Checkpoint the whole run after ``step`` finished iterations."""
         def write(folder: Path) -> dict[str, Any]:
             agent_meta = self.agents.write_state(folder)
-            save_tensors(folder, "rng", _torch_rng_tensors())
-            return {"step": step, "config": to_dict(self.config), "agents": agent_meta, "rng": _rng_state(),
+            save_tensors(folder, "rng", torch_rng_tensors())
+            return {"step": step, "config": to_dict(self.config), "agents": agent_meta, "rng": rng_state(),
                     "consecutive_faults": self.consecutive_faults}
 
         if self.logger is not None:
             self.logger.event(step, "checkpoint", path=str(step_dir(self.run_dir, step)))
-        texts = {name: (self.run_dir / name).read_text(encoding="utf-8")
-                 for name in LOG_FILES if (self.run_dir / name).exists()}
-        texts["config.yaml"] = config_to_yaml(self.config)
-        return save_checkpoint(self.run_dir, step, texts, write, self.config.keep_last)
-
-    def _save_final(self, final: dict[str, Any]) -> None:
-        target = self.run_dir / "final"
-        scratch = self.run_dir / f".final-{uuid.uuid4().hex}"
-        with writing_into(scratch, "the final model(s)"):
-            self.agents.save_pretrained(scratch)
-            (scratch / "summary.json").write_text(json.dumps(final, indent=1), encoding="utf-8")
-        shutil.rmtree(target, ignore_errors=True)
-        scratch.rename(target)
-        self.logger.message(f"done: metrics in {self.run_dir / METRICS_FILE}, "
-                            f"final model(s) in {target}")
+        return save_checkpoint(self.run_dir, step, log_texts(self.run_dir, self.config), write,
+                               self.config.keep_last)
 
     def close(self) -> None:
         self.agents.close()
@@ -353,39 +281,6 @@ def resident_memory_gb() -> float:
         import resource
 
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
-
-
-def _rng_state() -> dict[str, Any]:
-    version, internal, gauss = random.getstate()
-    np_state = np.random.get_state()
-    return {"python": [version, list(internal), gauss],
-            "numpy": [np_state[0], np_state[1].tolist(), int(np_state[2]), int(np_state[3]), float(np_state[4])]}
-
-
-def _torch_rng_tensors() -> dict[str, torch.Tensor]:
-    """torch's CPU generator state and, once CUDA is in use, every GPU's."""
-    tensors = {"torch": torch.get_rng_state()}
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
-        tensors.update({f"cuda.{i}": state for i, state in enumerate(torch.cuda.get_rng_state_all())})
-    return tensors
-
-
-def _set_rng_state(state: dict[str, Any], torch_states: dict[str, torch.Tensor]) -> None:
-    version, internal, gauss = state["python"]
-    random.setstate((version, tuple(internal), gauss))
-    kind, keys, pos, has_gauss, cached = state["numpy"]
-    np.random.set_state((kind, np.array(keys, dtype=np.uint32), pos, has_gauss, cached))
-    torch.set_rng_state(torch_states["torch"])
-    cuda = [torch_states[f"cuda.{i}"] for i in range(len(torch_states)) if f"cuda.{i}" in torch_states]
-    if cuda and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(cuda[: torch.cuda.device_count()])
-
-
-def use_deterministic_algorithms() -> None:
-    """Deterministic kernels everywhere (``deterministic: true``); the cuBLAS workspace
-    setting must be in the environment before cuBLAS starts, so set it first."""
-    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-    torch.use_deterministic_algorithms(True)
 
 
 def _sample_rows(step: int, phase: str, episode: Episode, names: list[str], n: int) -> list[dict[str, Any]]:
