@@ -147,7 +147,6 @@ def main() -> None:
     parser.add_argument("--skip-ppo", action="store_true")
     parser.add_argument("--skip-grpo", action="store_true")
     args = parser.parse_args()
-    from cory.models.registry import load_tokenizer
 
     if not args.skip_ppo:
         compare_ppo(args.iterations)

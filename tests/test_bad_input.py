@@ -1,7 +1,6 @@
 """Bad input: every message names the field (or file) and says how to fix it."""
 
 import gzip
-from pathlib import Path
 
 import pytest
 

@@ -1,9 +1,7 @@
 """The trainer end to end on tiny models: logs, checkpoints, learning, CLI."""
 
-import json
 
 import pytest
-import torch
 
 from cory.cli import main
 from cory.errors import ConfigError
