@@ -61,18 +61,19 @@ def test_eos_is_not_blocked_at_min_new_tokens_zero(tiny):
 
 
 def test_length_sampler_bounds_are_inclusive_and_per_batch_budgets_are_shared(make_config):
-    config = make_config(method="cory", generation__max_new_tokens=15,
-                         generation__length_sampler=[4, 15], ppo__batch_size=64, ppo__mini_batch_size=64)
-    pioneer, observer = build_agents(config)
-    per_row = torch.cat([pioneer._budgets(64, step, "train") for step in range(20)])
+    from cory.agents.sampling import length_budgets
+
+    config = make_config(method="cory", generation__max_new_tokens=15, generation__length_sampler=[4, 15])
+    gen, seed = config.generation, config.seed
+    per_row = torch.cat([length_budgets(gen, seed, 0, 64, step, "train") for step in range(20)])
     assert int(per_row.min()) == 4 and int(per_row.max()) == 15
-    assert not torch.equal(pioneer._budgets(64, 0, "train"), observer._budgets(64, 0, "train"))
-    config.generation.length_sampler_per = "batch"
+    assert not torch.equal(length_budgets(gen, seed, 0, 64, 0, "train"), length_budgets(gen, seed, 1, 64, 0, "train"))
+    gen.length_sampler_per = "batch"
     draws = []
     for step in range(60):
-        budget = pioneer._budgets(64, step, "train")
+        budget = length_budgets(gen, seed, 0, 64, step, "train")
         assert budget.unique().numel() == 1
-        assert torch.equal(budget, observer._budgets(64, step, "train"))
+        assert torch.equal(budget, length_budgets(gen, seed, 1, 64, step, "train"))
         draws.append(int(budget[0]))
     assert min(draws) == 4 and max(draws) == 15
 
@@ -160,7 +161,7 @@ def test_the_reinforce_method_is_the_authors_form(make_config):
     config = make_config(method="reinforce")
     assert (config.algorithm.returns, config.algorithm.whiten_returns) == ("trl_gae", False)
     agent = build_agents(config)[0]
-    assert agent.uses_values  # the returns read the (never trained) value head
+    assert agent.settings.uses_values  # the returns read the (never trained) value head
     head = {k: v.clone() for k, v in agent.policy.value_head.state_dict().items()}
     agent.generate(["abc", "de", "f", "gh"] * 2, step=0)
     agent.update([1.0] * 8, step=0)

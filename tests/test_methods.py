@@ -131,7 +131,7 @@ def test_lora_agents_share_one_base_and_train_only_their_adapter(make_config):
 
 
 def test_moe_system_answer_is_the_higher_value_reply():
-    from cory.agents.agent import Reply
+    from cory.types import Reply
     from cory.multi.episode import Episode, system_choice
     from cory.tasks.base import Prompt
 
@@ -207,7 +207,7 @@ def test_full_kl_penalty_runs_and_is_non_negative(make_config):
 
 
 def test_learning_rate_schedules():
-    from cory.agents.agent import lr_lambda
+    from cory.agents.optimizer import lr_lambda
 
     linear, cosine, constant = lr_lambda("linear", 2, 10), lr_lambda("cosine", 0, 10), lr_lambda("constant", 0, 10)
     assert [linear(s) for s in (0, 1, 2, 6, 10)] == pytest.approx([0.5, 1.0, 1.0, 0.5, 0.0])

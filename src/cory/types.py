@@ -42,3 +42,7 @@ class Reply:
     prompts_truncated: int
     prompt_length: float = 0.0  # mean prompt tokens after truncation
     seconds: dict[str, float] = field(default_factory=dict)
+
+
+# An agent's update statistics: metric name -> value (a fault reason is a string).
+Stats = dict[str, float | str]

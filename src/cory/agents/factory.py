@@ -12,6 +12,7 @@ import copy
 import torch
 
 from cory.agents.agent import Agent
+from cory.agents.settings import AgentSettings
 from cory.config import RunConfig
 from cory.errors import ConfigError
 from cory.models.reference import Reference, adapter_free_reference, frozen_reference
@@ -69,6 +70,7 @@ def build_agents(config: RunConfig, task_chat: bool = False, stop_strings: list[
     bases: dict[tuple[str, torch.device], LoadedModel] = {}
     references: dict[tuple[str, torch.device], Reference] = {}
     peft_bases: dict[str, torch.nn.Module] = {}
+    settings = AgentSettings.of(config)
     agents = []
     for index in range(len(specs)) if indices is None else indices:
         spec, device = specs[index], devices[index]
@@ -88,7 +90,7 @@ def build_agents(config: RunConfig, task_chat: bool = False, stop_strings: list[
             if (spec, device) not in references:  # the loaded base becomes that device's reference
                 references[(spec, device)] = frozen_reference(base.model)
             reference, adapter = references[(spec, device)], None
-        agent = Agent(index, lm, base.tokenizer, reference, stop_token_ids(base), config, device,
+        agent = Agent(index, lm, base.tokenizer, reference, stop_token_ids(base), settings, device,
                       adapter=adapter, use_chat=_use_chat(config, task_chat, base),
                       stop_strings=stop_strings)
         if source != spec:

@@ -11,9 +11,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from cory.agents.agent import Agent
-from cory.types import GenerateRequest, Reply
-
-Stats = dict[str, float | str]
+from cory.types import GenerateRequest, Reply, Stats
 
 
 class AgentGroup(Protocol):

@@ -13,11 +13,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from cory.agents.group import Stats
 from cory.config import RunConfig, resolve
 from cory.configtree import to_dict
 from cory.errors import AgentLost, MissingPackageError
-from cory.types import GenerateRequest, Reply
+from cory.types import GenerateRequest, Reply, Stats
 
 
 def _ray():

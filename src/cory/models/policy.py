@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -9,6 +11,8 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
 from transformers import PreTrainedModel
+
+from cory.errors import ConfigError
 
 VALUE_HEAD_FILE = "value_head.safetensors"
 
@@ -97,6 +101,14 @@ class Policy(nn.Module):
             return False
         self.value_head.load_state_dict(load_file(str(path)))
         return True
+
+
+def compile_policy(policy: Policy, device: torch.device) -> nn.Module:
+    """``torch.compile`` of ``policy`` with dynamic shapes (mini-batches vary in length)."""
+    if device.type == "cpu" and shutil.which(os.environ.get("CXX", "g++")) is None:
+        raise ConfigError("ppo.compile: torch.compile on CPU needs a C++ compiler; install g++ "
+                          "(or point CXX at one), or set ppo.compile=false")
+    return torch.compile(policy, dynamic=True)
 
 
 def score_sequences(

@@ -1,0 +1,29 @@
+"""What an agent's sampler is told each call: the sampling settings and the token budgets."""
+
+from __future__ import annotations
+
+import torch
+
+from cory.config import GenerationConfig
+from cory.models.generation import SamplingSettings
+from cory.seeding import generator
+
+
+def sampling_settings(gen: GenerationConfig, greedy: bool) -> SamplingSettings:
+    """The ``generation:`` section as the sampler reads it; ``greedy`` for evaluation."""
+    return SamplingSettings(gen.max_new_tokens, gen.min_new_tokens, gen.temperature,
+                            gen.top_k, gen.top_p, gen.repetition_penalty, greedy=greedy)
+
+
+def length_budgets(gen: GenerationConfig, seed: int, agent: int, batch: int, step: int,
+                   phase: str) -> torch.Tensor | None:
+    """Token budgets drawn from ``generation.length_sampler`` (None when it is off): one per
+    row, seeded per agent, or one per batch, seeded without the agent so that every agent of
+    the iteration draws the same budget."""
+    if gen.length_sampler is None:
+        return None
+    low, high = gen.length_sampler
+    if gen.length_sampler_per == "batch":
+        drawn = torch.randint(low, high + 1, (1,), generator=generator("length", seed, step, phase))
+        return drawn.expand(batch)
+    return torch.randint(low, high + 1, (batch,), generator=generator("length", seed, step, agent, phase))

@@ -1,0 +1,72 @@
+"""An agent's learning state as checkpoint files: trainable weights, value head, optimiser
+slots and Elastic-Reset EMA as tensors; schedule, KL controller, score moments and baseline
+as JSON-able metadata. Everything needed to continue exactly."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+from safetensors.torch import load_file
+
+from cory.checkpoint import save_tensors
+
+if TYPE_CHECKING:
+    from cory.agents.agent import Agent
+
+
+def agent_state(agent: Agent) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    """The agent's tensors and JSON-able metadata."""
+    tensors = {f"param.{name}": p.detach() for name, p in agent.trainable.items()}
+    tensors.update({f"value_head.{k}": v for k, v in agent.policy.value_head.state_dict().items()})
+    optimizer = agent.optimizer.state_dict()
+    for index, slots in optimizer["state"].items():
+        for key, value in slots.items():
+            tensors[f"optim.{index}.{key}"] = value
+    if agent.elastic is not None:
+        tensors.update(agent.elastic.tensors())
+    meta = {
+        "param_groups": optimizer["param_groups"],
+        "scheduler": agent.scheduler.state_dict(),
+        "kl_ctl": agent.kl_ctl.state_dict(),
+        "moments": agent.moments.state_dict(),
+        "baseline": agent.baseline.state_dict() if agent.baseline else None,
+        "elastic_resets": agent.elastic.resets if agent.elastic else 0,
+    }
+    return tensors, meta
+
+
+def load_agent_state(agent: Agent, tensors: dict[str, torch.Tensor], meta: dict[str, Any]) -> None:
+    """Restore what ``agent_state`` returned."""
+    with torch.no_grad():
+        for name, param in agent.trainable.items():
+            param.copy_(tensors[f"param.{name}"])
+    agent.policy.value_head.load_state_dict(
+        {k.removeprefix("value_head."): v for k, v in tensors.items() if k.startswith("value_head.")})
+    slots: dict[int, dict[str, torch.Tensor]] = {}
+    for key, value in tensors.items():
+        if key.startswith("optim."):
+            _, index, name = key.split(".", 2)
+            slots.setdefault(int(index), {})[name] = value
+    agent.optimizer.load_state_dict({"state": slots, "param_groups": meta["param_groups"]})
+    agent.scheduler.load_state_dict(meta["scheduler"])
+    agent.kl_ctl.load_state_dict(meta["kl_ctl"])
+    agent.moments.load_state_dict(meta["moments"])
+    if agent.baseline is not None:
+        agent.baseline.load_state_dict(meta["baseline"])
+    if agent.elastic is not None:
+        agent.elastic.load_tensors(tensors)
+        agent.elastic.resets = int(meta["elastic_resets"])
+
+
+def write_agent_state(agent: Agent, folder: Path) -> dict[str, Any]:
+    """Write the agent's tensors into checkpoint folder ``folder``; return its metadata."""
+    tensors, meta = agent_state(agent)
+    save_tensors(Path(folder), agent.name, tensors)
+    return meta
+
+
+def read_agent_state(agent: Agent, folder: Path, meta: dict[str, Any]) -> None:
+    """Restore from checkpoint folder ``folder`` and the metadata ``write_agent_state`` returned."""
+    load_agent_state(agent, load_file(str(Path(folder) / f"{agent.name}.safetensors")), meta)
