@@ -21,7 +21,7 @@ import time
 import urllib.request
 
 from cory.config import load_config
-from cory.rewards import build_reward
+from cory.build import reward_of
 from cory.rewards.remote import RemoteReward
 from cory.tasks.base import Prompt
 
@@ -54,7 +54,7 @@ def main() -> None:
     args = parser.parse_args()
     prompts = [Prompt(f"This movie {i} was") for i in range(args.batch)]
     responses = [f" surprisingly good, with a plot twist number {i}." for i in range(args.batch)]
-    local = build_reward(load_config(None, [f"reward.name={args.reward}"]), args.reward)
+    local = reward_of(load_config(None, [f"reward.name={args.reward}"]), args.reward)
     local(prompts, responses)  # warm-up
     in_process = []
     for _ in range(args.requests):

@@ -32,7 +32,6 @@ CONFIG_CASES = [
     (["method=cory", "roles.swap_every=0"], "roles.swap_every", "must be at least 1"),
     (["generation.length_sampler=[4, 20]"], "generation.length_sampler", "raise that too"),
     (["generation.min_new_tokens=30"], "generation.min_new_tokens", "exceeds generation.max_new_tokens"),
-    (["resume=/no/such/checkpoint"], "resume", "use 'auto' or a path"),
     (["reward.name=python"], "reward.function", "needs 'module:function'"),
     (["eval.pass_k=[4]"], "eval.pass_k", "raise n"),
     (["dtype=float16"], "dtype", "use float32 or bfloat16 on CPU"),
@@ -89,10 +88,36 @@ def test_reward_function_module_that_does_not_exist():
         PythonReward("just_a_name")
 
 
-def test_model_folder_without_config(tmp_path):
+def test_this_machine_is_checked_when_a_run_starts_not_when_its_config_is_read(tmp_path):
+    from cory.preflight import check_environment
+
     (tmp_path / "weights").mkdir()
-    with pytest.raises(CoryError, match=r"model: folder .* has no config.json; point it at a saved model"):
-        load_config(None, [f"model={tmp_path / 'weights'}"])
+    cases = [([f"model={tmp_path / 'weights'}"], r"model: folder .* has no config.json; point it at a saved model"),
+             ([f"model={tmp_path / 'gone'}"], r"model: folder .* does not exist"),
+             (["method=cory", f"agents.models=[tiny-random, {tmp_path / 'gone'}]"], r"agents.models\[1\]: folder"),
+             (["resume=/no/such/checkpoint"], r"resume: .* use 'auto' or a path")]
+    for overrides, message in cases:
+        config = load_config(None, overrides)  # a saved run's config reads anywhere
+        with pytest.raises(CoryError, match=message):
+            check_environment(config)
+
+
+def test_reading_and_validating_a_config_imports_no_torch():
+    import subprocess
+    import sys
+
+    code = ("import sys; from cory.config import load_config; "
+            "load_config(None, ['method=cory', 'device=cuda:3', 'model=/somewhere/else']); "
+            "print('torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_packaged_model_names_are_known_without_torch():
+    from cory.models.packaged import PACKAGED_MODELS
+    from cory.models.specs import PACKAGED_NAMES
+
+    assert tuple(PACKAGED_MODELS) == PACKAGED_NAMES
 
 
 def test_unknown_cli_subcommand_is_usage_error(capsys):

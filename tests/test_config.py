@@ -104,3 +104,24 @@ def test_every_shipped_config_and_suite_resolves():
         load_config(path)
     for path in (root / "suites").glob("*.yaml"):
         assert load_suite(path).runs
+
+
+def test_cory_defaults_belong_to_the_cory_presets():
+    plain = load_config(None, ["topology.name=chain", "topology.n_agents=3"])
+    assert plain.collective.lambda_ == 0.0 and plain.roles.swap_every is None
+    chain = load_config(None, ["method=cory_chain"])
+    assert chain.collective.lambda_ == 1.0 and chain.roles.swap_every == 5
+
+
+def test_ppo_keys_an_algorithm_ignores_are_named():
+    from cory.config import ignored_settings
+
+    assert ignored_settings(load_config(None, ["ppo.vf_coef=0.5"])) == []
+    grpo = ignored_settings(load_config(None, ["method=grpo", "ppo.vf_coef=0.5", "ppo.gamma=0.9",
+                                               "ppo.learning_rate=3e-5"]))
+    assert len(grpo) == 2 and grpo[0].startswith("ppo.gamma = 0.9 has no effect: algorithm 'grpo'")
+    assert grpo[1].startswith("ppo.vf_coef = 0.5")
+    # lam feeds the authors' REINFORCE (TRL's GAE returns) but not discounted returns
+    assert ignored_settings(load_config(None, ["method=reinforce", "ppo.lam=0.9"])) == []
+    assert len(ignored_settings(load_config(None, ["method=reinforce", "ppo.lam=0.9",
+                                                   "algorithm.returns=discounted"]))) == 1

@@ -113,7 +113,7 @@ def test_prompts_longer_than_the_context_are_cut_from_the_left(make_config):
 
 def test_a_full_disk_while_checkpointing_is_a_clear_error_and_leaves_earlier_checkpoints(
         make_config, monkeypatch):
-    import cory.agents.agent as agent_module
+    import cory.agents.state as agent_module
     from cory.checkpoint import DiskWriteError, latest_good
 
     config = make_config(steps=4, save_every=2, keep_last=2, eval_every=0)

@@ -220,3 +220,11 @@ def test_bfloat16_cory_runs_and_keeps_its_weights_in_bfloat16(make_config):
     rows = train_rows(trainer)
     assert all(torch.isfinite(torch.tensor([r["kl"], r["task_reward"], r["policy_loss"]])).all() for r in rows)
     assert {p.dtype for agent in trainer.agents.agents for p in agent.trainable.values()} == {torch.bfloat16}
+
+
+def test_a_ppo_key_the_algorithm_ignores_warns_when_the_run_is_built(make_config):
+    from cory.errors import ConfigWarning
+    from cory.trainer import Trainer
+
+    with pytest.warns(ConfigWarning, match=r"ppo.vf_coef = 0.5 has no effect: algorithm 'grpo'"):
+        Trainer(make_config(method="grpo", ppo__vf_coef=0.5)).close()

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import torch
+
 from cory.agents.group import AgentGroup
 from cory.config import RunConfig
 from cory.multi.roles import RoleSchedule
@@ -64,8 +66,14 @@ def build_reward_of(config: RunConfig, task: Task, local: bool = False) -> Rewar
 
         return RayReward(config, task.default_reward)
     from cory.agents.factory import resolve_device
-    from cory.rewards import build_reward
 
     # A reward model sits beside the first agent (on its GPU when there is one).
-    device = resolve_device(config.agent_devices()[0], "device")
-    return build_reward(config, task.default_reward, device=device, log=print)
+    return reward_of(config, task.default_reward, resolve_device(config.agent_devices()[0], "device"))
+
+
+def reward_of(config: RunConfig, default: str, device: torch.device | str = "cpu") -> RewardFunction:
+    """The reward of run ``config`` in this process (``default``: the task's reward name)."""
+    from cory.rewards import build_reward
+
+    return build_reward(config.reward, default, task=config.task.name, toy_target=config.task.target,
+                        trust_remote_code=config.trust_remote_code, device=device, log=print)

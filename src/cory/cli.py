@@ -95,8 +95,8 @@ def _train_rm(args: argparse.Namespace) -> None:
 
 
 def _serve_reward(args: argparse.Namespace) -> None:
+    from cory.build import reward_of
     from cory.config import load_config
-    from cory.rewards import build_reward
     from cory.serving.reward_server import Limits, serve
     from cory.tasks.base import DEFAULT_REWARDS
 
@@ -107,7 +107,7 @@ def _serve_reward(args: argparse.Namespace) -> None:
     name = config.reward.name or DEFAULT_REWARDS[config.task.name]
     if name == "remote":
         raise ConfigError("serve-reward: a remote reward cannot be served again; name the reward itself")
-    reward = build_reward(config, name)
+    reward = reward_of(config, name)
     limits = Limits(args.max_batch, args.max_wait_ms, args.max_items)
     print(f"serving reward '{name}' on http://{args.host}:{args.port}/get_reward (health: /health)", flush=True)
     serve(reward, args.host, args.port, limits, description=name)

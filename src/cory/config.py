@@ -18,7 +18,8 @@ import yaml
 from cory.configtree import build, coerce, deep_merge, option, parse_override, set_dotted, to_dict
 from cory.errors import ConfigError
 from cory.methods import METHOD_PRESETS, METHODS
-from cory.trackers import check_installed
+from cory.models.specs import check_spec_syntax
+from cory.trackers import TRACKERS
 
 TEMPLATE_FIELDS = {"query", "answers"}
 DEVICE_NAME = re.compile(r"^(cpu|cuda(:\d+)?)$")
@@ -130,13 +131,15 @@ class TopologyConfig:
 
 @dataclass
 class CollectiveConfig:
-    lambda_: float = option(1.0, key="lambda", help="R_i = r_i + lambda * sum of the others' r")
+    lambda_: float = option(0.0, key="lambda", help="R_i = r_i + lambda * sum of the others' r "
+                                                    "(the cory presets set 1; 0: independent learners)")
     normalize: bool = option(False, help="z-score each agent's task rewards before mixing")
 
 
 @dataclass
 class RolesConfig:
-    swap_every: int | None = option(5, ge=1, help="rotate roles every K iterations (null: never)")
+    swap_every: int | None = option(None, ge=1, help="rotate roles every K iterations (null: never; "
+                                                      "the cory presets set 5)")
     reset_on_swap: bool = option(
         False, help="at each exchange give every agent a fresh Adam state, its initial KL "
                     "coefficient and fresh score moments, and reseed the global RNGs, as the CORY "
@@ -302,10 +305,34 @@ def template_fields(template: str, key: str) -> set[str]:
     return names
 
 
-def validate(config: RunConfig) -> RunConfig:
-    """Checks that involve several keys. Returns the config for chaining."""
-    from cory.models.registry import check_spec
+# The ``ppo:`` section holds TRL's PPOConfig, the settings every algorithm shares (learning
+# rate, batches, epochs, KL control, score transforms); these are the ones an algorithm ignores.
+_VALUE_LOSS_KEYS = {"vf_coef", "cliprange_value", "whiten_advantages"}
+PPO_KEYS_IGNORED: dict[str, set[str]] = {
+    "ppo": set(),
+    "reinforce_clip": _VALUE_LOSS_KEYS,
+    "reinforce": _VALUE_LOSS_KEYS | {"cliprange", "lam"},
+    "rloo": _VALUE_LOSS_KEYS | {"whiten_rewards", "gamma", "lam"},
+    "grpo": _VALUE_LOSS_KEYS | {"whiten_rewards", "gamma", "lam"},
+}
 
+
+def ignored_settings(config: RunConfig) -> list[str]:
+    """Messages about ``ppo:`` keys set away from their defaults that ``algorithm.name`` never
+    reads (harmless, but usually a sign the user expected them to act)."""
+    algorithm = config.algorithm
+    ignored = set(PPO_KEYS_IGNORED[algorithm.name])
+    if algorithm.name == "reinforce_clip" and algorithm.returns == "discounted":
+        ignored.add("lam")
+    defaults = PPOConfig()
+    return [f"ppo.{key} = {getattr(config.ppo, key)!r} has no effect: algorithm '{algorithm.name}' "
+            f"does not read it (the README lists the keys each algorithm reads)"
+            for key in sorted(ignored) if getattr(config.ppo, key) != getattr(defaults, key)]
+
+
+def validate(config: RunConfig) -> RunConfig:
+    """Checks that involve several keys, on the config alone (no torch, no filesystem: those
+    are ``cory.preflight.check_environment``'s). Returns the config for chaining."""
     ppo = config.ppo
     per_step = ppo.mini_batch_size * ppo.gradient_accumulation_steps
     if ppo.batch_size % per_step:
@@ -332,7 +359,7 @@ def validate(config: RunConfig) -> RunConfig:
             f"agents.models: lists {len(config.agents.models)} model(s) but topology "
             f"'{topo.name}' has {config.n_agents} agent(s); give one spec per agent")
     for i, spec in enumerate(config.agent_models()):
-        check_spec(spec, "model" if config.agents.models is None else f"agents.models[{i}]")
+        check_spec_syntax(spec, "model" if config.agents.models is None else f"agents.models[{i}]")
     gen = config.generation
     if gen.min_new_tokens > gen.max_new_tokens:
         raise ConfigError(f"generation.min_new_tokens ({gen.min_new_tokens}) exceeds "
@@ -352,7 +379,9 @@ def validate(config: RunConfig) -> RunConfig:
         if "query" not in template_fields(task.observer_template, "task.observer_template"):
             raise ConfigError("task.observer_template: must contain {query}, e.g. "
                               "'Improve this: {query}{answers}\\n{query}'")
-    check_installed(config.log.report_to)
+    for name in config.log.report_to:
+        if name not in TRACKERS:
+            raise ConfigError(f"log.report_to: unknown tracker {name!r}; choose from {', '.join(TRACKERS)}")
     if config.reward.name == "python" and not config.reward.function:
         raise ConfigError("reward.function: reward 'python' needs 'module:function'")
     if config.reward.name == "remote" and not config.reward.url:
@@ -363,8 +392,6 @@ def validate(config: RunConfig) -> RunConfig:
     if config.eval.pass_k and max(config.eval.pass_k) > config.eval.samples_per_prompt:
         raise ConfigError(f"eval.pass_k: k={max(config.eval.pass_k)} exceeds "
                           f"eval.samples_per_prompt ({config.eval.samples_per_prompt}); raise n")
-    if config.resume not in (None, "auto") and not Path(config.resume).is_dir():
-        raise ConfigError(f"resume: '{config.resume}' is not a checkpoint folder; use 'auto' or a path")
     if config.device != "auto" and not DEVICE_NAME.match(config.device):
         raise ConfigError(f"device: '{config.device}' is not a device; use auto, cpu, cuda or cuda:N")
     if config.agents.devices is not None:

@@ -29,3 +29,7 @@ class NumericFault(CoryError):
 
 class AgentLost(CoryError):
     """An agent's worker (a Ray actor) died; the run can resume from its last checkpoint."""
+
+
+class ConfigWarning(UserWarning):
+    """A setting that is valid but has no effect on this run (e.g. a PPO key GRPO never reads)."""

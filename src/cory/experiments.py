@@ -23,6 +23,7 @@ from cory.config import RunConfig, read_config_file, read_yaml, resolve
 from cory.configtree import build, deep_merge, option, parse_override, set_dotted, to_dict
 from cory.errors import ConfigError
 from cory.logging import read_jsonl_rows
+from cory.preflight import check_environment
 from cory.stats import (Interval, Trajectory, bootstrap_mean, common_levels, kl_at_reward, paired_difference,
                         reward_at_kl)
 
@@ -164,6 +165,9 @@ def run_suite(suite: Suite, log: Callable[[str], None] = print, seeds: list[int]
     unknown_names = sorted(set(names or ()) - set(suite.names()))
     if unknown_names:
         raise ConfigError(f"--runs: {unknown_names} not among the suite's runs {suite.names()}")
+    for run in suite.runs:  # this machine can run every selected run: fail before the first starts
+        if (seeds is None or run.seed in seeds) and (names is None or run.name in names) and not is_finished(run):
+            check_environment(run.config)
     suite.output_dir.mkdir(parents=True, exist_ok=True)
     description = suite.output_dir / SUITE_FILE
     scratch = description.with_name(f".{SUITE_FILE}.{os.getpid()}")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import random
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -22,14 +23,15 @@ import torch
 from cory.agents.group import AgentGroup
 from cory.build import build_run
 from cory.checkpoint import Checkpoint, latest_good, load_checkpoint, save_checkpoint, save_tensors, step_dir
-from cory.config import RunConfig
+from cory.config import RunConfig, ignored_settings
 from cory.configtree import to_dict
-from cory.errors import AgentLost, CoryError, NumericFault
+from cory.errors import AgentLost, ConfigWarning, CoryError, NumericFault
 from cory.evaluation import evaluate
 from cory.logging import METRICS_FILE, RunLogger, read_jsonl_rows
 from cory.multi.collective import collective_rewards
 from cory.multi.episode import Episode, run_episode, score_episode, system_choice
 from cory.multi.moe import gather_selected
+from cory.preflight import check_environment
 from cory.rewards.base import RewardFunction
 from cory.rundir import check_resumable, export_final, log_texts, open_run_dir, restore_logs
 from cory.seeding import (derive_seed, rng_state, seed_everything, set_rng_state, torch_rng_tensors,
@@ -72,7 +74,9 @@ class Trainer:
 
     def __init__(self, config: RunConfig, agents: AgentGroup | None = None, task: Task | None = None,
                  reward: RewardFunction | None = None) -> None:
-        self.config = config
+        self.config = check_environment(config)
+        for message in ignored_settings(config):
+            warnings.warn(message, ConfigWarning, stacklevel=2)
         self.run_dir = Path(config.output_dir)
         seed_everything(config.seed)
         if config.threads:

@@ -66,7 +66,7 @@ class Agent:
         self.activate()
         self.trainable = self._trainable_parameters()
         params = list(self.trainable.values()) + list(self.policy.value_head.parameters())
-        self.optimizer = build_optimizer(params, settings.ppo)
+        self.optimizer = build_optimizer(params, settings.ppo, settings.fast.fused_adamw)
         self.scheduler = build_scheduler(self.optimizer, settings.ppo, settings.steps)
         self.kl_ctl = self._new_kl_controller()
         self.moments = RunningMoments()
@@ -112,11 +112,11 @@ class Agent:
         query_ids, query_mask = encoded.ids, encoded.mask
         # Created on the model's device: torch.multinomial needs its generator there.
         sampler = generator("sample", settings.seed, step, self.index, phase, device=self.device)
-        fused = settings.ppo.fast_path and settings.ppo.kl_penalty != "full"
+        from_sampling = settings.fast.scores_from_generation
         generated = sample(
             self.policy.lm, query_ids, query_mask, sampling_settings(gen, greedy), self.stop_ids,
             self.tokenizer.pad_token_id, generator=sampler,
-            value_head=self.policy.value_head if fused and settings.uses_values else None,
+            value_head=self.policy.value_head if from_sampling and settings.uses_values else None,
             max_new_per_row=length_budgets(gen, settings.seed, self.index, len(prompts), step, phase),
             stop_strings=self.stop_strings)
         response_ids, response_mask = generated.response_ids, generated.response_mask
@@ -124,11 +124,11 @@ class Agent:
         mask = response_mask.float()
         reference = self._score_reference(query_ids, query_mask, response_ids, response_mask)
         logprobs, values, policy_logits = generated.logprobs, generated.values, None
-        if not fused:
+        if not from_sampling:
             with torch.inference_mode():
                 out = self.policy(query_ids, query_mask, response_ids, response_mask,
                                   with_entropy=False, temperature=gen.temperature,
-                                  head_on_response_only=settings.ppo.fast_path,
+                                  head_on_response_only=settings.fast.head_on_response_only,
                                   with_values=settings.uses_values)
             logprobs, values, policy_logits = out.logprobs * mask, out.values * mask, out.logits
         ref_logprobs = reference.logprobs * mask
@@ -238,12 +238,13 @@ class Agent:
         sums: dict[str, float] = {}
         for rows in group:
             batch = MiniBatch.take(rollout, rows.to(self.device), targets.advantages, targets.returns,
-                                   trim=ppo.fast_path)
+                                   trim=self.settings.fast.trim_padding)
             with self._autocast():
                 out = self.scorer(batch.query_ids, batch.query_mask, batch.response_ids,
                                   batch.response_mask, with_entropy=True,
                                   temperature=self.settings.generation.temperature,
-                                  head_on_response_only=ppo.fast_path, with_values=self.settings.uses_values)
+                                  head_on_response_only=self.settings.fast.head_on_response_only,
+                                  with_values=self.settings.uses_values)
             loss, loss_stats = minibatch_loss(self.settings.algorithm, ppo, out, batch)
             if not torch.isfinite(loss):
                 self.optimizer.zero_grad(set_to_none=True)

@@ -9,6 +9,25 @@ from cory.config import AlgorithmConfig, ElasticResetConfig, GenerationConfig, P
 
 
 @dataclass(frozen=True)
+class FastPath:
+    """The four speed-ups ``ppo.fast_path`` switches together. Each gives the same numbers as
+    the straightforward path (tests compare them); they are separate here so the code says
+    which one it relies on."""
+
+    scores_from_generation: bool  # log-probs and values kept from sampling, no second forward
+    trim_padding: bool            # each mini-batch cut to its longest prompt and response
+    head_on_response_only: bool   # the LM head and value head run on response positions only
+    fused_adamw: bool             # AdamW's fused kernel
+
+    @classmethod
+    def of(cls, ppo: PPOConfig) -> FastPath:
+        on = ppo.fast_path
+        # kl_penalty 'full' needs the whole policy distribution, which sampling does not keep.
+        return cls(scores_from_generation=on and ppo.kl_penalty != "full", trim_padding=on,
+                   head_on_response_only=on, fused_adamw=on)
+
+
+@dataclass(frozen=True)
 class AgentSettings:
     """How one agent samples and learns. ``uses_values``: whether anything reads its value
     head (the PPO value loss, TRL-GAE returns, or a system answer chosen by value)."""
@@ -22,6 +41,7 @@ class AgentSettings:
     elastic_reset: ElasticResetConfig
     bf16_autocast: bool
     uses_values: bool
+    fast: FastPath
 
     @classmethod
     def of(cls, config: RunConfig) -> AgentSettings:
@@ -37,4 +57,5 @@ class AgentSettings:
             bf16_autocast=config.mixed_precision == "bf16",
             uses_values=(config.algorithm.name in USES_VALUE_LOSS or config.topology.answer == "value"
                          or returns_need_values(config.algorithm)),
+            fast=FastPath.of(config.ppo),
         )

@@ -62,9 +62,9 @@ class RewardWorker:
     """Runs a reward function inside an actor of its own."""
 
     def __init__(self, config: dict[str, Any], default: str) -> None:
-        from cory.rewards import build_reward
+        from cory.build import reward_of
 
-        self.reward = build_reward(resolve(config), default)
+        self.reward = reward_of(resolve(config), default)
 
     def score(self, prompts, responses):
         return self.reward(prompts, responses)

@@ -7,39 +7,18 @@ A spec is one of: a packaged name (``smollm2-135m``, ``gemma3-270m``), a tiny ra
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
-from cory.errors import ConfigError, CoryError
+from cory.errors import CoryError
 from cory.models.packaged import PACKAGED_MODELS, converted_folder
-from cory.models.tiny import TINY_SPECS, bpe_tokenizer, build_tiny, char_tokenizer
+from cory.models.specs import TINY_SPECS, check_spec, describe_specs
+from cory.models.tiny import bpe_tokenizer, build_tiny, char_tokenizer
 
-_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-
-
-def describe_specs() -> str:
-    """One line listing every kind of valid model spec."""
-    names = ", ".join([*PACKAGED_MODELS, *TINY_SPECS])
-    return f"{names}, a local model folder (with config.json), or a hub id such as 'org/name'"
-
-
-def check_spec(spec: str, key: str = "model") -> None:
-    """Raise a ConfigError naming ``key`` unless ``spec`` can name a model."""
-    if spec in PACKAGED_MODELS or spec in TINY_SPECS:
-        return
-    path = Path(spec).expanduser()
-    if path.is_dir():
-        if not (path / "config.json").exists():
-            raise ConfigError(f"{key}: folder '{spec}' has no config.json; point it at a saved model")
-        return
-    if _HUB_ID.match(spec) and not spec.startswith((".", "/")):
-        return
-    raise ConfigError(f"{key}: unknown model spec '{spec}'. Valid: {describe_specs()}")
 
 
 def _folder_of(spec: str) -> str:

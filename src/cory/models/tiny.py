@@ -20,8 +20,9 @@ from transformers import (
     PreTrainedTokenizerFast,
 )
 
+from cory.models.specs import TINY_SPECS
+
 SPECIAL_TOKENS = ["<pad>", "<eos>", "<bos>", "<unk>"]
-TINY_SPECS = ("tiny-random", "tiny-random-gpt2")
 
 _BPE_CORPUS = (
     "the movie was great and the acting was good . i loved this film , it is a fine story "

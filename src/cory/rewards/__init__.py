@@ -6,21 +6,22 @@ from typing import Callable
 
 import torch
 
-from cory.config import RunConfig
+from cory.config import RewardConfig
 from cory.rewards.base import RewardError, RewardFunction, score_safely
 
 __all__ = ["RewardError", "RewardFunction", "build_reward", "score_safely"]
 
 
-def build_reward(config: RunConfig, default: str, device: torch.device | str = "cpu",
+def build_reward(reward: RewardConfig, default: str, task: str = "imdb", toy_target: str = "a",
+                 trust_remote_code: bool = False, device: torch.device | str = "cpu",
                  log: Callable[[str], None] = print) -> RewardFunction:
-    """The reward named by ``config.reward.name`` (or the task's ``default``)."""
-    reward = config.reward
+    """The reward named by ``reward.name`` (or the task's ``default``). ``task`` picks the
+    default reward model; ``toy_target`` is the toy task's rewarded token."""
     name = reward.name or default
     if name == "target_fraction":
         from cory.rewards.simple import TargetFraction
 
-        return TargetFraction(config.task.target)
+        return TargetFraction(toy_target)
     if name == "vader":
         from cory.rewards.simple import VaderReward
 
@@ -40,9 +41,9 @@ def build_reward(config: RunConfig, default: str, device: torch.device | str = "
         if source is None and name == "reward_model":
             from cory.rewards.reward_model import default_reward_model
 
-            source = str(default_reward_model(config.task.name))
+            source = str(default_reward_model(task))
         return ClassifierReward(source, reward.label, reward.batch_size, device,
-                                trust_remote_code=config.trust_remote_code)
+                                trust_remote_code=trust_remote_code)
     if name == "remote":
         from cory.rewards.remote import RemoteReward
 
