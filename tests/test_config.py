@@ -114,7 +114,7 @@ def test_cory_defaults_belong_to_the_cory_presets():
 
 
 def test_ppo_keys_an_algorithm_ignores_are_named():
-    from cory.config import ignored_settings
+    from cory.validation import ignored_settings
 
     assert ignored_settings(load_config(None, ["ppo.vf_coef=0.5"])) == []
     grpo = ignored_settings(load_config(None, ["method=grpo", "ppo.vf_coef=0.5", "ppo.gamma=0.9",

@@ -2,13 +2,11 @@
 
 Names follow TRL's ``PPOConfig`` where the concept is the same, so a TRL config ports by
 reading it. ``load_config`` applies, in order: defaults, the ``method`` preset, the YAML
-file, the CLI overrides; then ``validate`` checks what spans several keys.
+file, the CLI overrides; then ``cory.validation.validate`` checks what spans several keys.
 """
 
 from __future__ import annotations
 
-import re
-import string
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -18,12 +16,6 @@ import yaml
 from cory.configtree import build, coerce, deep_merge, option, parse_override, set_dotted, to_dict
 from cory.errors import ConfigError
 from cory.methods import METHOD_PRESETS, METHODS
-from cory.models.specs import check_spec_syntax
-from cory.trackers import TRACKERS
-
-TEMPLATE_FIELDS = {"query", "answers"}
-DEVICE_NAME = re.compile(r"^(cpu|cuda(:\d+)?)$")
-
 
 @dataclass
 class GenerationConfig:
@@ -293,127 +285,6 @@ def n_agents_of(topology: TopologyConfig) -> int:
     return topology.n_agents if topology.n_agents is not None else 3
 
 
-def template_fields(template: str, key: str) -> set[str]:
-    """The placeholders of a ``str.format`` template; errors name ``key``."""
-    try:
-        names = {name for _, name, _, _ in string.Formatter().parse(template) if name is not None}
-    except ValueError as error:
-        raise ConfigError(f"{key}: not a valid template ({error}); escape braces as {{{{ }}}}") from None
-    unknown = names - TEMPLATE_FIELDS
-    if unknown:
-        raise ConfigError(f"{key}: unknown placeholder(s) {sorted(unknown)}; use {{query}} and {{answers}}")
-    return names
-
-
-# The ``ppo:`` section holds TRL's PPOConfig, the settings every algorithm shares (learning
-# rate, batches, epochs, KL control, score transforms); these are the ones an algorithm ignores.
-_VALUE_LOSS_KEYS = {"vf_coef", "cliprange_value", "whiten_advantages"}
-PPO_KEYS_IGNORED: dict[str, set[str]] = {
-    "ppo": set(),
-    "reinforce_clip": _VALUE_LOSS_KEYS,
-    "reinforce": _VALUE_LOSS_KEYS | {"cliprange", "lam"},
-    "rloo": _VALUE_LOSS_KEYS | {"whiten_rewards", "gamma", "lam"},
-    "grpo": _VALUE_LOSS_KEYS | {"whiten_rewards", "gamma", "lam"},
-}
-
-
-def ignored_settings(config: RunConfig) -> list[str]:
-    """Messages about ``ppo:`` keys set away from their defaults that ``algorithm.name`` never
-    reads (harmless, but usually a sign the user expected them to act)."""
-    algorithm = config.algorithm
-    ignored = set(PPO_KEYS_IGNORED[algorithm.name])
-    if algorithm.name == "reinforce_clip" and algorithm.returns == "discounted":
-        ignored.add("lam")
-    defaults = PPOConfig()
-    return [f"ppo.{key} = {getattr(config.ppo, key)!r} has no effect: algorithm '{algorithm.name}' "
-            f"does not read it (the README lists the keys each algorithm reads)"
-            for key in sorted(ignored) if getattr(config.ppo, key) != getattr(defaults, key)]
-
-
-def validate(config: RunConfig) -> RunConfig:
-    """Checks that involve several keys, on the config alone (no torch, no filesystem: those
-    are ``cory.preflight.check_environment``'s). Returns the config for chaining."""
-    ppo = config.ppo
-    per_step = ppo.mini_batch_size * ppo.gradient_accumulation_steps
-    if ppo.batch_size % per_step:
-        raise ConfigError(
-            f"ppo.batch_size ({ppo.batch_size}) must be divisible by ppo.mini_batch_size x "
-            f"ppo.gradient_accumulation_steps ({ppo.mini_batch_size} x "
-            f"{ppo.gradient_accumulation_steps} = {per_step})")
-    if ppo.use_score_norm and not ppo.use_score_scaling:
-        raise ConfigError("ppo.use_score_norm needs ppo.use_score_scaling: true (as in TRL)")
-    if config.algorithm.name in ("rloo", "grpo") and ppo.batch_size % config.algorithm.group_size:
-        raise ConfigError(
-            f"ppo.batch_size ({ppo.batch_size}) must be a multiple of algorithm.group_size "
-            f"({config.algorithm.group_size}) for {config.algorithm.name}")
-    topo = config.topology
-    if topo.name in ("single", "pioneer_observer") and topo.n_agents not in (None, config.n_agents):
-        raise ConfigError(f"topology.n_agents: '{topo.name}' has exactly {config.n_agents} "
-                          f"agent(s), got {topo.n_agents}; remove the key or pick another topology")
-    if topo.name not in ("single",) and config.n_agents < 2:
-        raise ConfigError(f"topology.n_agents: '{topo.name}' needs at least 2 agents, got {config.n_agents}")
-    if config.n_agents > 16:
-        raise ConfigError(f"topology.n_agents: at most 16 agents are supported, got {config.n_agents}")
-    if config.agents.models is not None and len(config.agents.models) != config.n_agents:
-        raise ConfigError(
-            f"agents.models: lists {len(config.agents.models)} model(s) but topology "
-            f"'{topo.name}' has {config.n_agents} agent(s); give one spec per agent")
-    for i, spec in enumerate(config.agent_models()):
-        check_spec_syntax(spec, "model" if config.agents.models is None else f"agents.models[{i}]")
-    gen = config.generation
-    if gen.min_new_tokens > gen.max_new_tokens:
-        raise ConfigError(f"generation.min_new_tokens ({gen.min_new_tokens}) exceeds "
-                          f"generation.max_new_tokens ({gen.max_new_tokens})")
-    if gen.length_sampler is not None:
-        if len(gen.length_sampler) != 2 or gen.length_sampler[0] > gen.length_sampler[1]:
-            raise ConfigError(f"generation.length_sampler: expected [min, max] with min <= max, "
-                              f"got {gen.length_sampler}")
-        if gen.length_sampler[1] > gen.max_new_tokens:
-            raise ConfigError(f"generation.length_sampler: max {gen.length_sampler[1]} exceeds "
-                              f"generation.max_new_tokens ({gen.max_new_tokens}); raise that too")
-    task = config.task
-    if task.query_min_tokens > task.query_max_tokens:
-        raise ConfigError(f"task.query_min_tokens ({task.query_min_tokens}) exceeds "
-                          f"task.query_max_tokens ({task.query_max_tokens})")
-    if task.observer_template is not None:
-        if "query" not in template_fields(task.observer_template, "task.observer_template"):
-            raise ConfigError("task.observer_template: must contain {query}, e.g. "
-                              "'Improve this: {query}{answers}\\n{query}'")
-    for name in config.log.report_to:
-        if name not in TRACKERS:
-            raise ConfigError(f"log.report_to: unknown tracker {name!r}; choose from {', '.join(TRACKERS)}")
-    if config.reward.name == "python" and not config.reward.function:
-        raise ConfigError("reward.function: reward 'python' needs 'module:function'")
-    if config.reward.name == "remote" and not config.reward.url:
-        raise ConfigError("reward.url: reward 'remote' needs the server's URL, e.g. "
-                          "http://127.0.0.1:8000/get_reward (start one with `cory serve-reward`)")
-    if config.reward.name == "hf_classifier" and not config.reward.model:
-        raise ConfigError("reward.model: reward 'hf_classifier' needs a classifier folder or hub id")
-    if config.eval.pass_k and max(config.eval.pass_k) > config.eval.samples_per_prompt:
-        raise ConfigError(f"eval.pass_k: k={max(config.eval.pass_k)} exceeds "
-                          f"eval.samples_per_prompt ({config.eval.samples_per_prompt}); raise n")
-    if config.device != "auto" and not DEVICE_NAME.match(config.device):
-        raise ConfigError(f"device: '{config.device}' is not a device; use auto, cpu, cuda or cuda:N")
-    if config.agents.devices is not None:
-        if len(config.agents.devices) != config.n_agents:
-            raise ConfigError(
-                f"agents.devices: lists {len(config.agents.devices)} device(s) but topology "
-                f"'{topo.name}' has {config.n_agents} agent(s); give one device per agent")
-        for i, name in enumerate(config.agents.devices):
-            if not DEVICE_NAME.match(name):
-                raise ConfigError(f"agents.devices[{i}]: '{name}' is not a device; use cpu, cuda or cuda:N")
-        if config.agents.lora.enabled and config.agents.lora.shared_base and len(set(config.agents.devices)) > 1:
-            raise ConfigError("agents.devices: agents sharing one LoRA base must share its device; "
-                              "set agents.lora.shared_base=false or give every agent the same device")
-    if config.dtype == "float16" and "cuda" not in config.device and not any(
-            "cuda" in d for d in config.agents.devices or ()):
-        raise ConfigError("dtype: float16 needs device=cuda; use float32 or bfloat16 on CPU")
-    if config.mixed_precision == "bf16" and config.dtype != "float32":
-        raise ConfigError(f"mixed_precision: bf16 autocasts over float32 weights, but dtype is "
-                          f"{config.dtype}; set dtype=float32 (or mixed_precision=no)")
-    return config
-
-
 def read_config_file(path: str | Path, _seen: tuple[Path, ...] = ()) -> dict[str, Any]:
     """A config file's mapping, merged over the files its ``base:`` key names (paths
     relative to it), so configs of one task can share their common settings."""
@@ -455,6 +326,8 @@ def resolve(raw: dict[str, Any]) -> RunConfig:
     method = coerce(raw.get("method", "ppo"), str, "method")
     if method not in METHOD_PRESETS:
         raise ConfigError(f"method: unknown method {method!r}; choose one of {', '.join(METHODS)}")
+    from cory.validation import validate  # validation reads the schema above
+
     return validate(build(RunConfig, deep_merge(METHOD_PRESETS[method], {**raw, "method": method})))
 
 

@@ -23,7 +23,7 @@ import torch
 from cory.agents.group import AgentGroup
 from cory.build import build_run
 from cory.checkpoint import Checkpoint, latest_good, load_checkpoint, save_checkpoint, save_tensors, step_dir
-from cory.config import RunConfig, ignored_settings
+from cory.config import RunConfig
 from cory.configtree import to_dict
 from cory.errors import AgentLost, ConfigWarning, CoryError, NumericFault
 from cory.evaluation import evaluate
@@ -38,6 +38,7 @@ from cory.seeding import (derive_seed, rng_state, seed_everything, set_rng_state
                           use_deterministic_algorithms)
 from cory.tasks.base import Task
 from cory.trackers import TrackerSet
+from cory.validation import ignored_settings
 from cory.types import Prompt
 HEADLINE_STATS = ("kl_coef", "entropy", "clip_fraction", "approx_kl", "value_loss", "policy_loss",
                   "explained_variance", "response_length", "grad_norm")
