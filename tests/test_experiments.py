@@ -130,3 +130,25 @@ def test_export_copies_what_the_analysis_needs_and_redraws_from_it(tmp_path):
     assert (published / "cory" / "seed0" / "metrics.jsonl").exists()
     assert not list(published.rglob("*.safetensors")) and not (published / "cory" / "seed0" / "checkpoints").exists()
     assert results.read_text() == (tmp_path / "out" / "results.md").read_text()
+
+
+def test_levels_of_each_seed_are_common_to_that_seeds_runs_only():
+    from cory.experiments import RunResult, per_seed_measures
+
+    def run(name, seed, points):
+        evals = [{"eval/kl": kl, "eval/task_reward": reward} for kl, reward in points]
+        return RunResult(name, seed, None, [], evals, {"eval/kl": points[-1][0], "eval/task_reward": points[-1][1]})
+
+    results = [run("a", 0, [(0, 0), (2, 1), (4, 2)]), run("b", 0, [(0, 0), (4, 1)]),
+               run("a", 1, [(0, 0.5), (2, 1.5)]), run("b", 1, [(0, 0.5), (1, 0.7), (3, 2.5)])]
+    measures = per_seed_measures({"analysis": {"trajectory": "eval"}, "collapse_kl": 10}, results)
+    # seed 0: rewards from 0 (both start) to 1 (b's peak): the 50 % level is 0.5
+    # seed 1: from 0.5 to 1.5 (a's peak): the 50 % level is 1.0
+    kl_half = "KL at the seed's reward level 50%"
+    assert measures["a"][kl_half] == pytest.approx({0: 1.0, 1: 1.0})
+    assert measures["b"][kl_half] == pytest.approx({0: 2.0, 1: 1.0 + 2.0 * 0.3 / 1.8})
+    # KL levels of seed 0: from 0 to 4 (both peak at 4): 50 % is KL 2
+    reward_half = "reward at the seed's KL level 50%"
+    assert measures["a"][reward_half][0] == pytest.approx(1.0) and measures["b"][reward_half][0] == pytest.approx(0.5)
+    # every run together reaches rewards 0.5..1 only: the suite-wide levels differ
+    assert "KL at reward 0.750" in measures["a"]

@@ -31,6 +31,27 @@ def test_interval_edge_cases_and_verdicts():
     assert Interval(-1.0, -1.8, -0.2, 5).verdict() == "shown: lower"
     assert Interval(0.1, -0.3, 0.5, 5).verdict() == "not shown"
     assert str(Interval(0.1, -0.3, 0.5, 5)) == "0.100 [-0.300, 0.500]"
+    # two seeds: the bootstrap interval is just their range, so no verdict
+    assert Interval(1.0, 0.5, 1.5, 2).verdict() == "not shown (too few seeds)"
+
+
+def test_sign_flip_p_by_hand():
+    from cory.stats import sign_flip_p
+
+    # 3 positive differences: of the 8 sign assignments only all-plus and all-minus have
+    # |mean| >= 2, so p = 2/8.
+    assert sign_flip_p([1.0, 2.0, 3.0]) == pytest.approx(0.25)
+    assert sign_flip_p([1.0, -1.0]) == 1.0  # every assignment is as extreme as mean 0
+    assert sign_flip_p([0.5] * 5) == pytest.approx(2 / 32)  # the floor with 5 seeds
+    # [3, -1]: |mean| over (+,+) 1, (+,-) 2, (-,+) 2, (-,-) 1 -> 4 of 4 are >= 1
+    assert sign_flip_p([3.0, -1.0]) == 1.0
+    # [4, 1, 1]: observed 2; |means| 2, 4/3, 4/3, 2/3 (and mirrored) -> 2 of 8
+    assert sign_flip_p([4.0, 1.0, 1.0]) == pytest.approx(0.25)
+    # [4, 1, -1]: observed 4/3; |means| 4/3, 2, 2/3, 4/3 (and mirrored) -> 6 of 8
+    assert sign_flip_p([4.0, 1.0, -1.0]) == pytest.approx(0.75)
+    assert math.isnan(sign_flip_p([]))
+    sampled = sign_flip_p([1.0] * 12 + [-0.5] * 8 + [0.2])  # 21 values: sampled, not exact
+    assert 0.0 < sampled < 0.2
 
 
 def test_paired_difference_uses_only_common_seeds_and_pairs_them():

@@ -24,8 +24,8 @@ from cory.configtree import build, deep_merge, option, parse_override, set_dotte
 from cory.errors import ConfigError
 from cory.logging import read_jsonl_rows
 from cory.preflight import check_environment
-from cory.stats import (Interval, Trajectory, bootstrap_mean, common_levels, kl_at_reward, paired_difference,
-                        reward_at_kl)
+from cory.stats import (MIN_SEEDS_FOR_VERDICT, Interval, Trajectory, bootstrap_mean, common_levels, kl_at_reward,
+                        paired_difference, paired_values, reward_at_kl, sign_flip_p)
 
 SUITE_FILE = "suite.json"
 EXTRA_COLUMNS = ("eval/pioneer/task_reward", "eval/observer/task_reward", "eval/system/task_reward")
@@ -249,13 +249,20 @@ LEVEL_FRACTIONS = (0.25, 0.5, 0.75)
 
 def per_seed_measures(description: dict[str, Any], results: list[RunResult]) -> dict[str, dict[str, dict[int, float]]]:
     """``{run name: {measure: {seed: value}}}``: final reward and KL of the analysed
-    trajectory, KL at reward levels and reward at KL levels that every run reaches, the best
-    reward before collapse, and the further rows the suite asks for."""
+    trajectory, KL at reward levels and reward at KL levels that every run reaches, the same
+    at levels every run *of the seed* reaches (for paired comparisons: runs of one seed share
+    their data order and their starting evaluation), the best reward before collapse, and the
+    further rows the suite asks for."""
     analysis = AnalysisConfig(**description.get("analysis", {}))
     prefix = analysis.trajectory
     trajectories = {(r.name, r.seed): r.trajectory(prefix) for r in results}
     reward_levels = common_levels(list(trajectories.values()), 1, LEVEL_FRACTIONS)
     kl_levels = common_levels(list(trajectories.values()), 0, LEVEL_FRACTIONS)
+    of_seed: dict[int, list[Trajectory]] = {}
+    for (_, seed), path in trajectories.items():
+        of_seed.setdefault(seed, []).append(path)
+    seed_reward_levels = {seed: common_levels(paths, 1, LEVEL_FRACTIONS) for seed, paths in of_seed.items()}
+    seed_kl_levels = {seed: common_levels(paths, 0, LEVEL_FRACTIONS) for seed, paths in of_seed.items()}
     measures: dict[str, dict[str, dict[int, float]]] = {}
     for run in results:
         path = trajectories[(run.name, run.seed)]
@@ -264,6 +271,10 @@ def per_seed_measures(description: dict[str, Any], results: list[RunResult]) -> 
             "final KL": run.final.get(f"{prefix}/kl", math.nan),
             **{f"KL at reward {level:.3f}": kl_at_reward(path, level) for level in reward_levels},
             **{f"reward at KL {level:.2f}": reward_at_kl(path, level) for level in kl_levels},
+            **{f"KL at the seed's reward level {fraction:.0%}": kl_at_reward(path, level)
+               for fraction, level in zip(LEVEL_FRACTIONS, seed_reward_levels[run.seed])},
+            **{f"reward at the seed's KL level {fraction:.0%}": reward_at_kl(path, level)
+               for fraction, level in zip(LEVEL_FRACTIONS, seed_kl_levels[run.seed])},
             f"best reward (KL <= {description['collapse_kl']:g})": best_before_collapse(path, description["collapse_kl"]),
         }
         for key in [*EXTRA_COLUMNS, *analysis.rows, *sorted(k for k in run.final if k.startswith("eval/pass@"))]:
@@ -304,8 +315,10 @@ def comparisons(description: dict[str, Any], results: list[RunResult]) -> list[d
             if label not in measures[b]:
                 continue
             difference = paired_difference(measures[a][label], measures[b][label], analysis.level, analysis.resamples)
+            p_value = sign_flip_p(paired_values(measures[a][label], measures[b][label]))
             rows.append({"comparison": f"{a} - {b}", "measure": label, "difference": difference,
-                         "seeds": difference.n, "verdict": difference.verdict()})
+                         "seeds": difference.n, "sign-flip p": "" if math.isnan(p_value) else f"{p_value:.3f}",
+                         "verdict": difference.verdict()})
     return rows
 
 
@@ -357,15 +370,21 @@ def write_results(output_dir: Path) -> Path:
              f"Mean over seeds [{percent} bootstrap interval] of the held-out evaluations of "
              f"`{analysis.trajectory}` (task reward; KL to the reference summed over response tokens). "
              "'KL at reward r' and 'reward at KL k' read each run's evaluation trajectory, linearly "
-             "interpolated, where it first reaches a level every run reaches.", ""]
+             "interpolated, where it first reaches a level every run reaches. 'The seed's level q' is "
+             "such a level for the runs of one seed only (q of the way from the highest start to the "
+             "lowest peak among them): runs of a seed share data order and starting evaluation, so "
+             "these are the measures to compare paired by seed.", ""]
     lines += _markdown(rows, columns)
     compared = comparisons(description, results)
     if compared:
         lines += ["", f"## Paired differences (by seed, {percent} bootstrap interval)", "",
-                  "A difference is *shown* only where its interval excludes zero.", ""]
-        lines += _markdown(compared, ["comparison", "measure", "difference", "seeds", "verdict"])
-        (output_dir / "comparisons.csv").write_text(_csv(compared, ["comparison", "measure", "difference",
-                                                                   "seeds", "verdict"]))
+                  f"A difference is *shown* only where its interval excludes zero, over at least "
+                  f"{MIN_SEEDS_FOR_VERDICT} seeds. The exact sign-flip test's p-value is beside it: "
+                  "with few seeds the percentile bootstrap is optimistic, and with n seeds the "
+                  "sign-flip p cannot fall below 2 / 2^n (0.0625 for 5 seeds).", ""]
+        columns_compared = ["comparison", "measure", "difference", "seeds", "sign-flip p", "verdict"]
+        lines += _markdown(compared, columns_compared)
+        (output_dir / "comparisons.csv").write_text(_csv(compared, columns_compared))
     (output_dir / "results.md").write_text("\n".join(lines) + "\n")
     (output_dir / "results.csv").write_text(_csv(rows, columns))
     draw_suite(output_dir, description, results)

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 
 Trajectory = list[tuple[float, float]]
+# Below this many seeds a percentile bootstrap only restates the range of the values.
+MIN_SEEDS_FOR_VERDICT = 3
 
 
 @dataclass(frozen=True)
@@ -24,8 +26,9 @@ class Interval:
     n: int
 
     def verdict(self) -> str:
-        """'shown' only where the interval excludes zero (for a difference)."""
-        if math.isnan(self.low):
+        """'shown' only where the interval excludes zero (for a difference) and at least
+        ``MIN_SEEDS_FOR_VERDICT`` seeds made it."""
+        if math.isnan(self.low) or self.n < MIN_SEEDS_FOR_VERDICT:
             return "not shown (too few seeds)"
         if self.low > 0:
             return "shown: higher"
@@ -55,11 +58,32 @@ def bootstrap_mean(values: list[float], level: float = 0.95, resamples: int = 10
     return Interval(float(data.mean()), float(low), float(high), int(data.size))
 
 
+def paired_values(a: dict[int, float], b: dict[int, float]) -> list[float]:
+    """``a[seed] - b[seed]`` for the seeds both have (finite values only), in seed order."""
+    common = sorted(set(a) & set(b))
+    return [a[s] - b[s] for s in common if math.isfinite(a[s] - b[s])]
+
+
 def paired_difference(a: dict[int, float], b: dict[int, float], level: float = 0.95,
                       resamples: int = 10000, seed: int = 0) -> Interval:
     """Mean over the seeds both have of ``a[seed] - b[seed]``, with its bootstrap interval."""
-    common = sorted(set(a) & set(b))
-    return bootstrap_mean([a[s] - b[s] for s in common], level, resamples, seed)
+    return bootstrap_mean(paired_values(a, b), level, resamples, seed)
+
+
+def sign_flip_p(differences: list[float], resamples: int = 100000, seed: int = 0) -> float:
+    """Two-sided p-value of the sign-flip (paired permutation) test that the differences are
+    symmetric around zero: the share of sign assignments whose mean is at least as far from
+    zero as the observed one. Exact up to 16 values (all 2^n assignments), sampled beyond.
+    With n seeds it cannot fall below 2 / 2^n (0.0625 for 5)."""
+    data = np.array([d for d in differences if math.isfinite(d)], dtype=float)
+    if data.size == 0:
+        return math.nan
+    if data.size <= 16:
+        signs = 1 - 2 * ((np.arange(2 ** data.size)[:, None] >> np.arange(data.size)) & 1)
+    else:
+        signs = np.random.default_rng(seed).choice([-1.0, 1.0], size=(resamples, data.size))
+    means = np.abs((signs * data).mean(axis=1))
+    return float((means >= abs(data.mean()) - 1e-12).mean())
 
 
 def _crossing(points: list[tuple[float, float]], target: float) -> float:
