@@ -6,7 +6,8 @@ import pytest
 import yaml
 
 from cory.errors import ConfigError
-from cory.experiments import best_before_collapse, load_suite, run_suite
+from cory.experiments import load_suite, run_suite
+from cory.suite_results import best_before_collapse
 
 BASE = {
     "model": "tiny-random", "steps": 2, "device": "cpu", "eval_every": 1,
@@ -121,7 +122,7 @@ def test_runs_may_start_from_their_own_base_train_a_subset_of_seeds_and_be_selec
 
 
 def test_export_copies_what_the_analysis_needs_and_redraws_from_it(tmp_path):
-    from cory.experiments import export_suite
+    from cory.suite_results import export_suite
 
     run_suite(load_suite(write_suite(tmp_path, seeds=[0])), log=lambda _: None)
     results = export_suite(tmp_path / "out", tmp_path / "published")
@@ -133,7 +134,7 @@ def test_export_copies_what_the_analysis_needs_and_redraws_from_it(tmp_path):
 
 
 def test_levels_of_each_seed_are_common_to_that_seeds_runs_only():
-    from cory.experiments import RunResult, per_seed_measures
+    from cory.suite_results import RunResult, per_seed_measures
 
     def run(name, seed, points):
         evals = [{"eval/kl": kl, "eval/task_reward": reward} for kl, reward in points]
@@ -152,3 +153,32 @@ def test_levels_of_each_seed_are_common_to_that_seeds_runs_only():
     assert measures["a"][reward_half][0] == pytest.approx(1.0) and measures["b"][reward_half][0] == pytest.approx(0.5)
     # every run together reaches rewards 0.5..1 only: the suite-wide levels differ
     assert "KL at reward 0.750" in measures["a"]
+
+
+def test_every_run_row_shows_its_trajectory_end_indicators_and_times():
+    from cory.suite_results import RunResult, run_rows
+
+    def run(name, seed, steps):
+        rows = [{"step": s, "task_reward": 0.0, "time/iteration": 2.0} for s in range(steps[-1])]
+        rows.append({"step": steps[-1]})  # the final evaluation has a row of its own
+        for s in steps:  # an evaluation at a training step shares that step's row
+            rows[s].update({"eval/solo/task_reward": s / 10, "eval/solo/kl": s / 4, "time/eval": 30.0,
+                            "eval/solo/distinct_2": 0.9, "eval/solo/response_length": 7.3,
+                            "eval/solo/hit_length_limit": 1.0})
+        train, evals = [r for r in rows if "task_reward" in r], [r for r in rows if "eval/solo/kl" in r]
+        return RunResult(name, seed, None, train, evals, {})
+
+    description = {"analysis": {"trajectory": "eval/solo"}, "runs": [{"name": "ppo"}, {"name": "cory"}]}
+    steps = list(range(0, 41, 5))  # 9 evaluations: 5 shown, first and last included
+    rows, columns = run_rows(description, [run("cory", 0, steps), run("ppo", 1, steps), run("ppo", 0, steps)])
+    assert [(r["run"], r["seed"]) for r in rows] == [("ppo", 0), ("ppo", 1), ("cory", 0)]
+    reward, kl = columns[2], columns[3]
+    assert reward == "`eval/solo` reward at iterations 0, 10, 20, 30, 40"
+    assert rows[0][reward] == "+0.00 → +1.00 → +2.00 → +3.00 → +4.00"
+    assert rows[0][kl] == "0.0 → 2.5 → 5.0 → 7.5 → 10.0"
+    assert rows[0]["response_length (end)"] == "7.3" and rows[0]["hit_length_limit (end)"] == "1.00"
+    # 40 iterations of 2 s and 9 evaluations of 30 s, each counted once
+    assert rows[0]["s / iteration"] == "2.0" and rows[0]["minutes"] == f"{(80 + 270) / 60:.1f}"
+
+    rows, columns = run_rows(description, [run("ppo", 0, [0, 5, 10]), run("cory", 0, [0, 10])])
+    assert columns[2] == "`eval/solo` reward" and rows[1][columns[2]] == "0: +0.00 → 10: +1.00"

@@ -72,7 +72,7 @@ def _experiment(args: argparse.Namespace) -> None:
 
 
 def _plot(args: argparse.Namespace) -> None:
-    from cory.experiments import export_suite, write_results
+    from cory.suite_results import export_suite, write_results
 
     if args.export:
         print(f"results: {export_suite(Path(args.folder), Path(args.export))}")
