@@ -72,3 +72,19 @@ def test_trained_sentiment_reward_ranks_positive_above_negative(tmp_path):
                 "An awful, dull mess with wooden acting."]
     scores = reward([Prompt("")] * 4, positive + negative)
     assert min(scores[:2]) > max(scores[2:])
+
+
+@needs_minilm
+def test_the_sentiment_classifier_is_the_same_whatever_the_process_drew_before(tmp_path):
+    from safetensors.torch import load_file
+
+    from cory.rewards.sentiment import train_sentiment_classifier
+
+    def train(name):
+        train_sentiment_classifier(tmp_path / name, epochs=1, max_examples=80, log=lambda _: None)
+        return load_file(str(tmp_path / name / "model.safetensors"))
+
+    first = train("a")
+    torch.rand(1000)  # e.g. a model conversion earlier in the same `cory prepare`
+    again = train("b")
+    assert all(torch.equal(first[k], again[k]) for k in first)

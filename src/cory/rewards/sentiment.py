@@ -55,6 +55,31 @@ def accuracy(model: torch.nn.Module, tokenizer, rows: list[tuple[str, int]], max
     return correct / max(1, len(rows))
 
 
+def _fine_tune(model: torch.nn.Module, tokenizer, train: list[tuple[str, int]], epochs: int, learning_rate: float,
+               batch_size: int, max_length: int, rng: random.Random, log: Callable[[str], None]) -> None:
+    """AdamW with linear warm-up and decay over ``epochs`` of length-bucketed batches."""
+    lengths = [len(ids) for ids in tokenizer([t for t, _ in train], truncation=True,
+                                             max_length=max_length)["input_ids"]]
+    total_steps = epochs * ((len(train) + batch_size - 1) // batch_size)
+    warmup = max(1, int(0.06 * total_steps))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=learning_rate, weight_decay=0.01)
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda s: min((s + 1) / warmup, max(0.0, (total_steps - s) / (total_steps - warmup))))
+    started = time.perf_counter()
+    step = 0
+    for epoch in range(epochs):
+        model.train()
+        for batch in length_bucketed(train, batch_size, lengths, rng):
+            encoded = tokenizer([t for t, _ in batch], padding=True, truncation=True,
+                                max_length=max_length, return_tensors="pt")
+            loss = model(**encoded, labels=torch.tensor([label for _, label in batch])).loss
+            optimiser_step(model, loss, optimizer, schedule)
+            step += 1
+            if step % 50 == 0 or step == total_steps:
+                log(f"sentiment classifier: step {step}/{total_steps}, loss {loss.item():.3f}, "
+                    f"{time.perf_counter() - started:.0f}s")
+
+
 def train_sentiment_classifier(
     out_dir: Path | None = None,
     epochs: int = 2,
@@ -77,31 +102,15 @@ def train_sentiment_classifier(
     test, train = rows[:n_test], rows[n_test:]
     backbone = minilm_folder()
     tokenizer = AutoTokenizer.from_pretrained(backbone)
+    # Everything random below (the head's initialisation, dropout) draws from ``seed`` alone,
+    # not from whatever the process drew before: the same classifier on every set-up.
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = AutoModelForSequenceClassification.from_pretrained(
             backbone, num_labels=2, id2label={0: "NEGATIVE", 1: "POSITIVE"},
             label2id={"NEGATIVE": 0, "POSITIVE": 1})
-    lengths = [len(ids) for ids in tokenizer([t for t, _ in train], truncation=True,
-                                             max_length=max_length)["input_ids"]]
-    total_steps = epochs * ((len(train) + batch_size - 1) // batch_size)
-    warmup = max(1, int(0.06 * total_steps))
-    optimizer = torch.optim.AdamW(model.parameters(), lr=learning_rate, weight_decay=0.01)
-    schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda s: min((s + 1) / warmup, max(0.0, (total_steps - s) / (total_steps - warmup))))
-    started = time.perf_counter()
-    step = 0
-    for epoch in range(epochs):
-        model.train()
-        for batch in length_bucketed(train, batch_size, lengths, rng):
-            encoded = tokenizer([t for t, _ in batch], padding=True, truncation=True,
-                                max_length=max_length, return_tensors="pt")
-            loss = model(**encoded, labels=torch.tensor([label for _, label in batch])).loss
-            optimiser_step(model, loss, optimizer, schedule)
-            step += 1
-            if step % 50 == 0 or step == total_steps:
-                log(f"sentiment classifier: step {step}/{total_steps}, loss {loss.item():.3f}, "
-                    f"{time.perf_counter() - started:.0f}s")
+        started = time.perf_counter()
+        _fine_tune(model, tokenizer, train, epochs, learning_rate, batch_size, max_length, rng, log)
     held_out = accuracy(model, tokenizer, test, max_length)
     report = {
         "backbone": f"all-MiniLM-L6-v2 ({MINILM_REQUIREMENT})",
