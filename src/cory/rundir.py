@@ -15,6 +15,7 @@ from cory.config import RunConfig, config_to_yaml
 from cory.configtree import to_dict
 from cory.errors import ConfigError
 from cory.logging import EVENTS_FILE, METRICS_FILE, SAMPLES_FILE, write_jsonl_atomic
+from cory.provenance import ENVIRONMENT_FILE
 from cory.trackers import STATE_FILE as TRACKER_STATE
 
 LOG_FILES = (METRICS_FILE, SAMPLES_FILE, EVENTS_FILE)
@@ -53,7 +54,7 @@ def open_run_dir(run_dir: Path, config: RunConfig) -> Checkpoint | None:
     if any((run_dir / name).exists() for name in (*LOG_FILES, "final")) and config.resume is None:
         raise ConfigError(f"output_dir: '{run_dir}' already holds a run; pass resume=auto "
                           "to continue it, or choose another output_dir")
-    for name in (*LOG_FILES, TRACKER_STATE):
+    for name in (*LOG_FILES, TRACKER_STATE, ENVIRONMENT_FILE):
         (run_dir / name).unlink(missing_ok=True)
     shutil.rmtree(run_dir / "tensorboard", ignore_errors=True)
     (run_dir / "config.yaml").write_text(config_to_yaml(config), encoding="utf-8")

@@ -19,6 +19,7 @@ import numpy as np
 
 from cory.experiments import SUITE_FILE, AnalysisConfig
 from cory.logging import read_jsonl_rows
+from cory.provenance import ENVIRONMENT_FILE
 from cory.stats import (MIN_SEEDS_FOR_VERDICT, Interval, Trajectory, bootstrap_mean, common_levels, kl_at_reward,
                         paired_difference, paired_values, reward_at_kl, sign_flip_p)
 
@@ -264,13 +265,13 @@ def write_results(output_dir: Path) -> Path:
     return output_dir / "results.md"
 
 
-RUN_FILES = ("metrics.jsonl", "config.yaml", "final/summary.json")
+RUN_FILES = ("metrics.jsonl", "config.yaml", "final/summary.json", ENVIRONMENT_FILE)
 
 
 def export_suite(output_dir: Path, destination: Path) -> Path:
     """Copy what a suite's analysis needs, small enough to commit: its tables and plots, and
-    each finished run's metrics, config and final summary (no weights, no checkpoints).
-    ``cory plot DESTINATION`` redraws everything from the copy."""
+    each finished run's metrics, config, final summary and environment record (no weights, no
+    checkpoints). ``cory plot DESTINATION`` redraws everything from the copy."""
     import shutil
 
     output_dir, destination = Path(output_dir), Path(destination)
@@ -281,8 +282,9 @@ def export_suite(output_dir: Path, destination: Path) -> Path:
         run["folder"] = str(target)
         if (source / "final" / "summary.json").exists():
             for name in RUN_FILES:
-                (target / name).parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(source / name, target / name)
+                if (source / name).exists():  # runs older than environment.jsonl lack it
+                    (target / name).parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copyfile(source / name, target / name)
     destination.mkdir(parents=True, exist_ok=True)
     (destination / SUITE_FILE).write_text(json.dumps(description, indent=1))
     return write_results(destination)

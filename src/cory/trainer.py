@@ -32,6 +32,7 @@ from cory.multi.collective import collective_rewards
 from cory.multi.episode import Episode, run_episode, score_episode, system_choice
 from cory.multi.moe import gather_selected
 from cory.preflight import check_environment
+from cory.provenance import describe_environment, record_environment
 from cory.rewards.base import RewardFunction
 from cory.rundir import check_resumable, export_final, log_texts, open_run_dir, restore_logs
 from cory.seeding import (derive_seed, rng_state, seed_everything, set_rng_state, torch_rng_tensors,
@@ -104,6 +105,10 @@ class Trainer:
         """
         checkpoint = open_run_dir(self.run_dir, self.config)
         step = self._restore(checkpoint) if checkpoint is not None else 0
+        config = self.config
+        record_environment(self.run_dir, describe_environment(
+            step, torch.get_num_threads(), config.agent_devices(), config.agent_models(),
+            getattr(self.reward, "source", None)))  # a reward read from a model folder has one
         self._open_logger(step)
         try:
             while True:

@@ -67,6 +67,7 @@ class ClassifierReward:
     def __init__(self, source: str, label: str = "POSITIVE", batch_size: int = 64,
                  device: str | torch.device = "cpu", max_length: int = 512,
                  trust_remote_code: bool = False) -> None:
+        self.source = source  # recorded with the run (cory.provenance)
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=trust_remote_code)
             self.model = AutoModelForSequenceClassification.from_pretrained(
