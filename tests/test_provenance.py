@@ -5,7 +5,7 @@ import json
 
 import torch
 
-from cory.provenance import ENVIRONMENT_FILE, weights_sha256
+from cory.provenance import ENVIRONMENT_FILE, describe_device, weights_sha256
 from cory.rewards.reward_model import train_reward_model
 
 
@@ -28,12 +28,15 @@ def test_each_start_and_resume_records_the_environment_and_the_reward_weights(tm
                        max_length=32, log=lambda _: None)
     reward = {"name": "reward_model", "model": str(tmp_path / "rm")}
     for steps, resume in ((2, None), (3, "auto")):
-        trainer = Trainer(make_config(steps=steps, save_every=1, eval_every=0, reward=reward, resume=resume))
+        trainer = Trainer(make_config(steps=steps, save_every=1, eval_every=0, reward=reward, resume=resume,
+                                      device="auto"))
         trainer.train()
         trainer.close()
     lines = [json.loads(line) for line in (tmp_path / "run" / ENVIRONMENT_FILE).read_text().splitlines()]
     assert [line["step"] for line in lines] == [0, 2]
     first = lines[0]
     assert first["torch"] == torch.__version__ and first["threads"] == torch.get_num_threads()
+    expected_device = describe_device(torch.device("cuda" if torch.cuda.is_available() else "cpu"))
+    assert first["devices"] == [expected_device]  # where the agent lives, not the configured "auto"
     assert first["weights"]["agent0"] == {"spec": "tiny-random", "sha256": None}
     assert first["weights"]["reward"]["sha256"] == weights_sha256(tmp_path / "rm") is not None

@@ -1,6 +1,7 @@
 """The Ray backend on CPU: one actor per agent gives the local backend's metrics, and a
 killed actor is detected and the run resumes from its last checkpoint."""
 
+import json
 from pathlib import Path
 
 import pytest
@@ -8,6 +9,7 @@ import pytest
 ray = pytest.importorskip("ray", reason="ray is not installed (pip install -e '.[ray]')")
 
 from cory.logging import read_jsonl_rows  # noqa: E402
+from cory.provenance import ENVIRONMENT_FILE  # noqa: E402
 from cory.trainer import Trainer  # noqa: E402
 from helpers.training import run_trainer as train  # noqa: E402
 
@@ -39,6 +41,8 @@ def test_ray_backend_matches_the_local_backend(make_config, tmp_path):
     assert stable(local.rows) == stable(remote.rows)
     assert [r["pioneer/agent"] for r in remote.rows if "pioneer/agent" in r] == [0, 0, 1, 1, 0, 0]
     assert (Path(remote.config.output_dir) / "final" / "agent1" / "model.safetensors").exists()
+    environment = json.loads((Path(remote.config.output_dir) / ENVIRONMENT_FILE).read_text().splitlines()[0])
+    assert environment["devices"] == ["cpu", "cpu"]  # reported by the actors themselves
 
 
 def test_a_killed_actor_is_replaced_and_the_run_resumes(make_config, tmp_path):

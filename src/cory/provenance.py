@@ -13,7 +13,10 @@ import json
 import platform
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
 
 ENVIRONMENT_FILE = "environment.jsonl"
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".gguf")
@@ -58,9 +61,23 @@ def model_folder(spec: str) -> str | None:
     return spec if is_path_like(spec) else None
 
 
+def describe_device(device: torch.device) -> str:
+    """The device a model lives on, with the GPU's name: ``cpu`` or ``cuda:0 (NVIDIA H200)``."""
+    import torch
+
+    if device.type != "cuda":
+        return str(device)
+    index = torch.cuda.current_device() if device.index is None else device.index
+    return f"cuda:{index} ({torch.cuda.get_device_name(index)})"
+
+
 def describe_environment(step: int, threads: int, devices: list[str], models: list[str],
                          reward_source: str | None) -> dict[str, Any]:
-    """One ``environment.jsonl`` line: when, from which step, on what, with which weights."""
+    """One ``environment.jsonl`` line: when, from which step, on what, with which weights.
+
+    ``devices`` are where the agents actually live (see ``describe_device``), not the
+    configured names such as ``auto``.
+    """
     import torch
     import transformers
 

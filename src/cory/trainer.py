@@ -107,7 +107,7 @@ class Trainer:
         step = self._restore(checkpoint) if checkpoint is not None else 0
         config = self.config
         record_environment(self.run_dir, describe_environment(
-            step, torch.get_num_threads(), config.agent_devices(), config.agent_models(),
+            step, torch.get_num_threads(), self.agents.devices(), config.agent_models(),
             getattr(self.reward, "source", None)))  # a reward read from a model folder has one
         self._open_logger(step)
         try:

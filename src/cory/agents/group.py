@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from cory.agents.agent import Agent
+from cory.provenance import describe_device
 from cory.types import GenerateRequest, Reply, Stats
 
 
@@ -18,6 +19,9 @@ class AgentGroup(Protocol):
     """What the trainer asks of its agents. Calls naming several agents may run in parallel."""
 
     def __len__(self) -> int: ...
+
+    def devices(self) -> list[str]:
+        """Where each agent's model lives, in order, e.g. ``cpu`` or ``cuda:0 (NVIDIA H200)``."""
 
     def generate(self, requests: dict[int, GenerateRequest]) -> dict[int, Reply]:
         """Each named agent answers its request."""
@@ -48,6 +52,9 @@ class LocalAgents:
 
     def __len__(self) -> int:
         return len(self.agents)
+
+    def devices(self) -> list[str]:
+        return [describe_device(agent.device) for agent in self.agents]
 
     def generate(self, requests: dict[int, GenerateRequest]) -> dict[int, Reply]:
         return {i: self.agents[i].generate(r.prompts, r.step, r.phase, r.greedy, r.keep)

@@ -16,6 +16,7 @@ from typing import Any
 from cory.config import RunConfig, resolve
 from cory.configtree import to_dict
 from cory.errors import AgentLost, MissingPackageError
+from cory.provenance import describe_device
 from cory.types import GenerateRequest, Reply, Stats
 
 
@@ -38,6 +39,9 @@ class AgentWorker:
         run = resolve(config)
         torch.set_num_threads(run.threads or max(1, int(run.ray.num_cpus_per_agent)))
         (self.agent,) = build_agents(run, task_chat=task_chat, stop_strings=stop_strings, indices=[index])
+
+    def device(self) -> str:
+        return describe_device(self.agent.device)
 
     def generate(self, request: GenerateRequest) -> Reply:
         return self.agent.generate(request.prompts, request.step, request.phase, request.greedy, request.keep)
@@ -124,6 +128,9 @@ class RayAgents:
     def _on_every_actor(self, what: str, start) -> list[Any]:
         results = self._gather(what, {i: start(i, actor) for i, actor in enumerate(self.actors)})
         return [results[i] for i in range(len(self.actors))]
+
+    def devices(self) -> list[str]:
+        return self._on_every_actor("device()", lambda i, actor: actor.device.remote())
 
     def generate(self, requests: dict[int, GenerateRequest]) -> dict[int, Reply]:
         return self._gather("generate()", {i: self.actors[i].generate.remote(r) for i, r in requests.items()})
