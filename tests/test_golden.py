@@ -1,10 +1,15 @@
 """Golden metrics: fixed-seed tiny runs of every method family must reproduce the recorded
 ``metrics.jsonl`` rows. A refactor that claims "no behaviour change" proves it here.
 
-    python tests/test_golden.py --record     # rewrite the golden files (only on purpose)
+    python tests/test_golden.py --record     # rewrite this CPU vendor's files (only on purpose)
+
+One set of files per CPU vendor (``golden/GenuineIntel``, ``golden/AuthenticAMD``): MKL takes
+other code paths on AMD, the logits differ in the 7th digit, and a sampled token that flips
+sends a run elsewhere, so no tolerance makes one set fit both. Both sets were recorded from
+the same code (commit f32705d's behaviour).
 
 Timings and memory are left out; numbers must agree to 1e-6 relative (bit-identical on the
-machine that recorded them; the tolerance absorbs another CPU's vector kernels).
+machine that recorded them; the tolerance absorbs another model of the same vendor's CPUs).
 """
 
 from __future__ import annotations
@@ -16,7 +21,20 @@ from pathlib import Path
 
 import pytest
 
-GOLDEN = Path(__file__).parent / "golden"
+
+
+def cpu_vendor() -> str:
+    """``vendor_id`` of /proc/cpuinfo (e.g. GenuineIntel, AuthenticAMD); 'unknown' elsewhere."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("vendor_id"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown"
+
+
+GOLDEN = Path(__file__).parent / "golden" / cpu_vendor()
 METHODS = ["ppo", "cory", "reinforce", "grpo", "elastic_reset", "moe", "cory_chain"]
 VOLATILE = ("time/", "memory/")
 
@@ -55,6 +73,9 @@ def same(a, b) -> bool:
 
 @pytest.mark.parametrize("method", METHODS)
 def test_metrics_equal_the_golden_file(tmp_path, method):
+    if not GOLDEN.is_dir():
+        pytest.skip(f"no golden files for this CPU vendor ({GOLDEN.name}): record them from a "
+                    "known-good commit with `python tests/test_golden.py --record`")
     expected = json.loads((GOLDEN / f"{method}.json").read_text())
     got = run_rows(tmp_path, method)
     assert [sorted(r) for r in got] == [sorted(r) for r in expected], "metric names changed"
@@ -67,6 +88,7 @@ if __name__ == "__main__" and "--record" in sys.argv:
     import tempfile
 
     sys.path.insert(0, str(Path(__file__).parent))
+    GOLDEN.mkdir(exist_ok=True)
     for name in METHODS:
         with tempfile.TemporaryDirectory() as folder:
             rows = run_rows(Path(folder), name)
