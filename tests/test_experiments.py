@@ -92,8 +92,12 @@ def test_suite_compares_arms_paired_by_seed_on_each_agents_solo_evaluation(tmp_p
     assert "| cory - zero_sum | final KL |" in table and "| zero_sum - ppo |" in table
     assert "agent0/solo/task_reward" in table and "solo/distinct_2" in table
     comparisons = list(csv.DictReader((tmp_path / "out" / "comparisons.csv").open()))
-    assert {row["seeds"] for row in comparisons} == {"3"}
-    assert all(row["verdict"].startswith(("shown", "not shown")) for row in comparisons)
+    assert all(row["seeds"].startswith(("3", "2", "1", "0")) for row in comparisons)
+    primary = [row for row in comparisons if "(primary)" in row["measure"]]
+    assert len(primary) == 3  # one per comparison, and only those carry a verdict
+    assert all(row["verdict"].startswith("not shown") for row in primary)  # 3 seeds cannot reach p <= 0.05
+    assert all(row["verdict"] == "" for row in comparisons if row not in primary)
+    assert {row["seeds"] for row in comparisons if row["measure"] == "final KL"} == {"3"}
     for row in comparisons:
         if row["difference mean"] not in ("", "nan"):
             assert float(row["difference low"]) <= float(row["difference mean"]) <= float(row["difference high"])
@@ -133,26 +137,43 @@ def test_export_copies_what_the_analysis_needs_and_redraws_from_it(tmp_path):
     assert results.read_text() == (tmp_path / "out" / "results.md").read_text()
 
 
-def test_levels_of_each_seed_are_common_to_that_seeds_runs_only():
-    from cory.suite_results import RunResult, per_seed_measures
+def _run(name, seed, points):
+    from cory.suite_results import RunResult
 
-    def run(name, seed, points):
-        evals = [{"eval/kl": kl, "eval/task_reward": reward} for kl, reward in points]
-        return RunResult(name, seed, None, [], evals, {"eval/kl": points[-1][0], "eval/task_reward": points[-1][1]})
+    evals = [{"eval/kl": kl, "eval/task_reward": reward} for kl, reward in points]
+    return RunResult(name, seed, None, [], evals, {"eval/kl": points[-1][0], "eval/task_reward": points[-1][1]})
 
-    results = [run("a", 0, [(0, 0), (2, 1), (4, 2)]), run("b", 0, [(0, 0), (4, 1)]),
-               run("a", 1, [(0, 0.5), (2, 1.5)]), run("b", 1, [(0, 0.5), (1, 0.7), (3, 2.5)])]
-    measures = per_seed_measures({"analysis": {"trajectory": "eval"}, "collapse_kl": 10}, results)
-    # seed 0: rewards from 0 (both start) to 1 (b's peak): the 50 % level is 0.5
-    # seed 1: from 0.5 to 1.5 (a's peak): the 50 % level is 1.0
-    kl_half = "KL at the seed's reward level 50%"
-    assert measures["a"][kl_half] == pytest.approx({0: 1.0, 1: 1.0})
-    assert measures["b"][kl_half] == pytest.approx({0: 2.0, 1: 1.0 + 2.0 * 0.3 / 1.8})
-    # KL levels of seed 0: from 0 to 4 (both peak at 4): 50 % is KL 2
-    reward_half = "reward at the seed's KL level 50%"
-    assert measures["a"][reward_half][0] == pytest.approx(1.0) and measures["b"][reward_half][0] == pytest.approx(0.5)
-    # every run together reaches rewards 0.5..1 only: the suite-wide levels differ
-    assert "KL at reward 0.750" in measures["a"]
+
+def test_pair_levels_belong_to_the_pair_alone():
+    from cory.experiments import AnalysisConfig
+    from cory.suite_results import PRIMARY_MEASURE, pair_differences
+
+    a, b = _run("a", 0, [(0, 0), (2, 1), (4, 2)]), _run("b", 0, [(0, 0), (4, 1)])
+    got = pair_differences(a, b, AnalysisConfig(trajectory="eval"))
+    # KL levels: from 0 (both start) to 4 (both peak): 1, 2, 3. a: 0.5, 1, 1.5; b: 0.25, 0.5, 0.75
+    assert got["reward at the pair's KL level 25%"] == pytest.approx(0.25)
+    assert got["reward at the pair's KL level 75%"] == pytest.approx(0.75)
+    assert got[PRIMARY_MEASURE] == pytest.approx(0.5) and next(iter(got)) == PRIMARY_MEASURE
+    # reward levels from 0 to 1 (b's peak): 0.5 -> KL 1 for a, 2 for b
+    assert got["KL at the pair's reward level 50%"] == pytest.approx(-1.0)
+    assert got["final task reward"] == 1.0 and got["final KL"] == 0.0
+
+
+def test_a_third_run_never_removes_a_seed_from_a_pair(tmp_path):
+    from cory.suite_results import PRIMARY_MEASURE, comparisons
+
+    results = [_run(name, seed, points) for seed in range(5) for name, points in
+               (("ppo", [(0, 0), (4, 1)]), ("cory", [(0, 0), (2, 1), (4, 2)]),
+                ("flat", [(0, 0)] if seed == 3 else [(0, 0), (1, 0.1)]))]
+    description = {"analysis": {"trajectory": "eval", "reference": "ppo"},
+                   "runs": [{"name": n} for n in ("ppo", "cory", "flat")]}
+    rows = comparisons(description, results)
+    primary = {row["comparison"]: row for row in rows if row["measure"].startswith(f"**{PRIMARY_MEASURE}")}
+    # 'flat' never moves in seed 3: only its own pair loses that seed
+    assert primary["cory - ppo"]["seeds"] == 5 and primary["cory - ppo"]["verdict"] == "shown: higher"
+    assert primary["cory - ppo"]["p (a > b)"] == f"{1 / 32:.3f}"
+    assert primary["flat - ppo"]["seeds"] == "4 (no value: seed 3)"
+    assert primary["flat - ppo"]["verdict"].startswith("not shown (too few seeds")
 
 
 def test_every_run_row_shows_its_trajectory_end_indicators_and_times():

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from cory.evaluation import distinct_n
-from cory.stats import (Interval, bootstrap_mean, common_levels, kl_at_reward, paired_difference,
-                        reward_at_kl)
+from cory.stats import (Interval, bootstrap_mean, common_levels, kl_at_reward, reward_at_kl, sign_flip_p,
+                        smallest_one_sided_p, t_interval)
 
 
 def test_bootstrap_interval_matches_a_hand_resampling():
@@ -22,22 +22,40 @@ def test_bootstrap_interval_matches_a_hand_resampling():
     assert 1.0 <= got.low < got.mean < got.high <= 4.0 and got.n == 3
 
 
-def test_interval_edge_cases_and_verdicts():
+def test_interval_edge_cases():
     assert math.isnan(bootstrap_mean([]).mean)
     single = bootstrap_mean([2.0, math.nan])  # non-finite values are dropped
-    assert single.mean == 2.0 and math.isnan(single.low) and single.verdict() == "not shown (too few seeds)"
+    assert single.mean == 2.0 and math.isnan(single.low) and single.n == 1
     assert bootstrap_mean([0.5, 0.5, 0.5]) == Interval(0.5, 0.5, 0.5, 3)
-    assert Interval(1.0, 0.2, 1.8, 5).verdict() == "shown: higher"
-    assert Interval(-1.0, -1.8, -0.2, 5).verdict() == "shown: lower"
-    assert Interval(0.1, -0.3, 0.5, 5).verdict() == "not shown"
     assert str(Interval(0.1, -0.3, 0.5, 5)) == "0.100 [-0.300, 0.500]"
-    # two seeds: the bootstrap interval is just their range, so no verdict
-    assert Interval(1.0, 0.5, 1.5, 2).verdict() == "not shown (too few seeds)"
+
+
+def test_t_interval_by_hand():
+    # [1, 2, 3, 6]: mean 3, sample sd sqrt(14/3); t(0.975, 3) = 3.182446305
+    got = t_interval([1.0, 2.0, 3.0, 6.0, math.nan])
+    half = 3.182446305284263 * math.sqrt(14 / 3) / 2
+    assert got.n == 4 and got.mean == pytest.approx(3.0)
+    assert (got.low, got.high) == pytest.approx((3.0 - half, 3.0 + half))
+    # 90 %: t(0.95, 3) = 2.353363435
+    assert t_interval([1.0, 2.0, 3.0, 6.0], level=0.9).high == pytest.approx(3.0 + 2.353363435 * math.sqrt(14 / 3) / 2)
+    assert math.isnan(t_interval([1.0]).low) and t_interval([]).n == 0
+    # the t-interval is wider than the percentile bootstrap with few seeds
+    values = [0.2, 0.5, 0.9]
+    assert t_interval(values).low < bootstrap_mean(values).low
+
+
+def test_one_sided_sign_flip_by_hand():
+    # [4, 1, -1]: means over the 8 assignments 4/3, 2, 2/3, 4/3, -4/3, -2/3, -2, -4/3;
+    # observed 4/3 -> 'greater': 4/3, 2, 4/3 = 3 of 8; 'less': all but 2 = 6 of 8
+    assert sign_flip_p([4.0, 1.0, -1.0], "greater") == pytest.approx(3 / 8)
+    assert sign_flip_p([4.0, 1.0, -1.0], "less") == pytest.approx(7 / 8)
+    assert sign_flip_p([0.5] * 5, "greater") == pytest.approx(1 / 32) == smallest_one_sided_p(5)
+    assert sign_flip_p([-0.5] * 5, "greater") == 1.0
+    with pytest.raises(ValueError, match="alternative"):
+        sign_flip_p([1.0], "bigger")
 
 
 def test_sign_flip_p_by_hand():
-    from cory.stats import sign_flip_p
-
     # 3 positive differences: of the 8 sign assignments only all-plus and all-minus have
     # |mean| >= 2, so p = 2/8.
     assert sign_flip_p([1.0, 2.0, 3.0]) == pytest.approx(0.25)
@@ -52,17 +70,6 @@ def test_sign_flip_p_by_hand():
     assert math.isnan(sign_flip_p([]))
     sampled = sign_flip_p([1.0] * 12 + [-0.5] * 8 + [0.2])  # 21 values: sampled, not exact
     assert 0.0 < sampled < 0.2
-
-
-def test_paired_difference_uses_only_common_seeds_and_pairs_them():
-    a = {0: 1.0, 1: 2.0, 2: 3.0, 7: 100.0}
-    b = {0: 0.5, 1: 1.5, 2: 2.5}
-    difference = paired_difference(a, b)
-    assert difference.n == 3 and difference.mean == pytest.approx(0.5)
-    assert difference.low == pytest.approx(0.5) and difference.high == pytest.approx(0.5)  # no spread
-    assert difference.verdict() == "shown: higher"
-    # The same numbers unpaired would overlap; pairing removes the shared seed effect.
-    assert bootstrap_mean(list(b.values())).high > bootstrap_mean([1.0, 2.0, 3.0]).low
 
 
 def test_kl_at_reward_interpolates_the_first_crossing():

@@ -41,7 +41,8 @@ class AnalysisConfig:
     reference: str | None = option(None, help="run name every other run is compared with, paired by seed")
     pairs: list[list[str]] = option([], help="further [a, b] comparisons (a - b), paired by seed")
     rows: list[str] = option([], help="further final eval metrics reported per run")
-    level: float = option(0.95, gt=0, lt=1, help="confidence level of the bootstrap intervals")
+    level: float = option(0.95, gt=0, lt=1, help="confidence level of the t and bootstrap intervals")
+    alpha: float = option(0.05, gt=0, lt=1, help="level of the primary measure's one-sided sign-flip test")
     resamples: int = option(10000, ge=100, help="bootstrap resamples")
 
 

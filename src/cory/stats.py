@@ -1,5 +1,6 @@
-"""Statistics for comparing methods over seeds: bootstrap confidence intervals, differences
-paired by seed, and evaluation trajectories read at a matched reward or a matched KL.
+"""Statistics for comparing methods over seeds: t and bootstrap confidence intervals, the
+exact sign-flip test for differences paired by seed, and evaluation trajectories read at a
+matched reward or a matched KL.
 
 A trajectory is a run's held-out evaluations in time order, as ``(kl, reward)`` points.
 """
@@ -10,31 +11,17 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from scipy import stats as scipy_stats
 
 Trajectory = list[tuple[float, float]]
-# Below this many seeds a percentile bootstrap only restates the range of the values.
-MIN_SEEDS_FOR_VERDICT = 3
-
-
 @dataclass(frozen=True)
 class Interval:
-    """A mean over seeds and its bootstrap confidence interval (``nan`` bounds: one seed)."""
+    """A mean over seeds and its confidence interval (``nan`` bounds: one seed)."""
 
     mean: float
     low: float
     high: float
     n: int
-
-    def verdict(self) -> str:
-        """'shown' only where the interval excludes zero (for a difference) and at least
-        ``MIN_SEEDS_FOR_VERDICT`` seeds made it."""
-        if math.isnan(self.low) or self.n < MIN_SEEDS_FOR_VERDICT:
-            return "not shown (too few seeds)"
-        if self.low > 0:
-            return "shown: higher"
-        if self.high < 0:
-            return "shown: lower"
-        return "not shown"
 
     def __str__(self) -> str:
         if math.isnan(self.mean):
@@ -58,23 +45,25 @@ def bootstrap_mean(values: list[float], level: float = 0.95, resamples: int = 10
     return Interval(float(data.mean()), float(low), float(high), int(data.size))
 
 
-def paired_values(a: dict[int, float], b: dict[int, float]) -> list[float]:
-    """``a[seed] - b[seed]`` for the seeds both have (finite values only), in seed order."""
-    common = sorted(set(a) & set(b))
-    return [a[s] - b[s] for s in common if math.isfinite(a[s] - b[s])]
+def t_interval(values: list[float], level: float = 0.95) -> Interval:
+    """The mean of the finite ``values`` and its Student-t confidence interval (for paired
+    differences: the paired t-interval)."""
+    data = np.array([v for v in values if v is not None and math.isfinite(v)], dtype=float)
+    if data.size == 0:
+        return Interval(math.nan, math.nan, math.nan, 0)
+    if data.size == 1:
+        return Interval(float(data[0]), math.nan, math.nan, 1)
+    half = scipy_stats.t.ppf(0.5 + level / 2, data.size - 1) * data.std(ddof=1) / math.sqrt(data.size)
+    return Interval(float(data.mean()), float(data.mean() - half), float(data.mean() + half), int(data.size))
 
 
-def paired_difference(a: dict[int, float], b: dict[int, float], level: float = 0.95,
-                      resamples: int = 10000, seed: int = 0) -> Interval:
-    """Mean over the seeds both have of ``a[seed] - b[seed]``, with its bootstrap interval."""
-    return bootstrap_mean(paired_values(a, b), level, resamples, seed)
-
-
-def sign_flip_p(differences: list[float], resamples: int = 100000, seed: int = 0) -> float:
-    """Two-sided p-value of the sign-flip (paired permutation) test that the differences are
-    symmetric around zero: the share of sign assignments whose mean is at least as far from
-    zero as the observed one. Exact up to 16 values (all 2^n assignments), sampled beyond.
-    With n seeds it cannot fall below 2 / 2^n (0.0625 for 5)."""
+def sign_flip_p(differences: list[float], alternative: str = "two-sided", resamples: int = 100000,
+                seed: int = 0) -> float:
+    """p-value of the sign-flip (paired permutation) test that the differences are symmetric
+    around zero: the share of sign assignments whose mean is at least as extreme as the
+    observed one -- as far from zero (``two-sided``), as high (``greater``) or as low
+    (``less``). Exact up to 16 values (all 2^n assignments), sampled beyond. With n seeds it
+    cannot fall below 1 / 2^n one-sided (0.031 for 5) or 2 / 2^n two-sided (0.0625)."""
     data = np.array([d for d in differences if math.isfinite(d)], dtype=float)
     if data.size == 0:
         return math.nan
@@ -82,8 +71,19 @@ def sign_flip_p(differences: list[float], resamples: int = 100000, seed: int = 0
         signs = 1 - 2 * ((np.arange(2 ** data.size)[:, None] >> np.arange(data.size)) & 1)
     else:
         signs = np.random.default_rng(seed).choice([-1.0, 1.0], size=(resamples, data.size))
-    means = np.abs((signs * data).mean(axis=1))
-    return float((means >= abs(data.mean()) - 1e-12).mean())
+    means, observed = (signs * data).mean(axis=1), data.mean()
+    if alternative == "greater":
+        return float((means >= observed - 1e-12).mean())
+    if alternative == "less":
+        return float((means <= observed + 1e-12).mean())
+    if alternative != "two-sided":
+        raise ValueError(f"alternative must be 'two-sided', 'greater' or 'less', got {alternative!r}")
+    return float((np.abs(means) >= abs(observed) - 1e-12).mean())
+
+
+def smallest_one_sided_p(n: int) -> float:
+    """The smallest p-value an exact one-sided sign-flip test over ``n`` values can give."""
+    return 2.0 ** -n if n else 1.0
 
 
 def _crossing(points: list[tuple[float, float]], target: float) -> float:

@@ -20,8 +20,8 @@ import numpy as np
 from cory.experiments import SUITE_FILE, AnalysisConfig
 from cory.logging import read_jsonl_rows
 from cory.provenance import ENVIRONMENT_FILE
-from cory.stats import (MIN_SEEDS_FOR_VERDICT, Interval, Trajectory, bootstrap_mean, common_levels, kl_at_reward,
-                        paired_difference, paired_values, reward_at_kl, sign_flip_p)
+from cory.stats import (Interval, Trajectory, bootstrap_mean, common_levels, kl_at_reward, reward_at_kl, sign_flip_p,
+                        smallest_one_sided_p, t_interval)
 
 EXTRA_COLUMNS = ("eval/pioneer/task_reward", "eval/observer/task_reward", "eval/system/task_reward")
 # Collapse indicators shown per run, read at the last evaluation of the analysed prefix.
@@ -68,24 +68,19 @@ def best_before_collapse(trajectory: Trajectory, collapse_kl: float) -> float:
 
 
 LEVEL_FRACTIONS = (0.25, 0.5, 0.75)
+# The pre-registered primary measure of every paired comparison (docs/results.md).
+PRIMARY_MEASURE = "reward at the pair's matched KL"
 
 
 def per_seed_measures(description: dict[str, Any], results: list[RunResult]) -> dict[str, dict[str, dict[int, float]]]:
     """``{run name: {measure: {seed: value}}}``: final reward and KL of the analysed
-    trajectory, KL at reward levels and reward at KL levels that every run reaches, the same
-    at levels every run *of the seed* reaches (for paired comparisons: runs of one seed share
-    their data order and their starting evaluation), the best reward before collapse, and the
-    further rows the suite asks for."""
+    trajectory, KL at reward levels and reward at KL levels that every run reaches, the best
+    reward before collapse, and the further rows the suite asks for."""
     analysis = AnalysisConfig(**description.get("analysis", {}))
     prefix = analysis.trajectory
     trajectories = {(r.name, r.seed): r.trajectory(prefix) for r in results}
     reward_levels = common_levels(list(trajectories.values()), 1, LEVEL_FRACTIONS)
     kl_levels = common_levels(list(trajectories.values()), 0, LEVEL_FRACTIONS)
-    of_seed: dict[int, list[Trajectory]] = {}
-    for (_, seed), path in trajectories.items():
-        of_seed.setdefault(seed, []).append(path)
-    seed_reward_levels = {seed: common_levels(paths, 1, LEVEL_FRACTIONS) for seed, paths in of_seed.items()}
-    seed_kl_levels = {seed: common_levels(paths, 0, LEVEL_FRACTIONS) for seed, paths in of_seed.items()}
     measures: dict[str, dict[str, dict[int, float]]] = {}
     for run in results:
         path = trajectories[(run.name, run.seed)]
@@ -94,18 +89,40 @@ def per_seed_measures(description: dict[str, Any], results: list[RunResult]) -> 
             "final KL": run.final.get(f"{prefix}/kl", math.nan),
             **{f"KL at reward {level:.3f}": kl_at_reward(path, level) for level in reward_levels},
             **{f"reward at KL {level:.2f}": reward_at_kl(path, level) for level in kl_levels},
-            **{f"KL at the seed's reward level {fraction:.0%}": kl_at_reward(path, level)
-               for fraction, level in zip(LEVEL_FRACTIONS, seed_reward_levels[run.seed])},
-            **{f"reward at the seed's KL level {fraction:.0%}": reward_at_kl(path, level)
-               for fraction, level in zip(LEVEL_FRACTIONS, seed_kl_levels[run.seed])},
             f"best reward (KL <= {description['collapse_kl']:g})": best_before_collapse(path, description["collapse_kl"]),
         }
-        for key in [*EXTRA_COLUMNS, *analysis.rows, *sorted(k for k in run.final if k.startswith("eval/pass@"))]:
-            if key in run.final:
-                values[key.removeprefix("eval/")] = run.final[key]
+        values.update(_final_rows(run, analysis))
         for label, value in values.items():
             measures.setdefault(run.name, {}).setdefault(label, {})[run.seed] = value
     return measures
+
+
+def _final_rows(run: RunResult, analysis: AnalysisConfig) -> dict[str, float]:
+    """The suite's further rows and Pass@k, from the run's final evaluation."""
+    keys = [*EXTRA_COLUMNS, *analysis.rows, *sorted(k for k in run.final if k.startswith("eval/pass@"))]
+    return {key.removeprefix("eval/"): run.final[key] for key in keys if key in run.final}
+
+
+def pair_differences(a: RunResult, b: RunResult, analysis: AnalysisConfig) -> dict[str, float]:
+    """``a - b`` for one seed, every measure read at levels of *this pair's* trajectories
+    (``LEVEL_FRACTIONS`` of the way from the higher start to the lower peak), so that no
+    third run decides which levels exist. The first entry is the primary measure: the
+    reward difference averaged over the pair's matched-KL levels."""
+    path_a, path_b = a.trajectory(analysis.trajectory), b.trajectory(analysis.trajectory)
+    kl_levels = common_levels([path_a, path_b], 0, LEVEL_FRACTIONS)
+    reward_levels = common_levels([path_a, path_b], 1, LEVEL_FRACTIONS)
+    at_kl = [reward_at_kl(path_a, level) - reward_at_kl(path_b, level) for level in kl_levels]
+    differences = {PRIMARY_MEASURE: float(np.mean(at_kl)) if at_kl else math.nan}
+    final = (f"{analysis.trajectory}/task_reward", f"{analysis.trajectory}/kl")
+    differences["final task reward"] = a.final.get(final[0], math.nan) - b.final.get(final[0], math.nan)
+    differences["final KL"] = a.final.get(final[1], math.nan) - b.final.get(final[1], math.nan)
+    for fraction, value in zip(LEVEL_FRACTIONS, at_kl):
+        differences[f"reward at the pair's KL level {fraction:.0%}"] = value
+    for fraction, level in zip(LEVEL_FRACTIONS, reward_levels):
+        differences[f"KL at the pair's reward level {fraction:.0%}"] = kl_at_reward(path_a, level) - kl_at_reward(path_b, level)
+    rows_a, rows_b = _final_rows(a, analysis), _final_rows(b, analysis)
+    differences.update({key: rows_a[key] - rows_b[key] for key in rows_a if key in rows_b})
+    return differences
 
 
 def results_table(description: dict[str, Any], results: list[RunResult]) -> list[dict[str, Any]]:
@@ -124,25 +141,54 @@ def results_table(description: dict[str, Any], results: list[RunResult]) -> list
     return rows
 
 
+def primary_verdict(differences: list[float], alpha: float) -> str:
+    """The pre-registered test of ``a > b`` on the primary measure: the exact one-sided
+    sign-flip test at level ``alpha``; the opposite direction is named when its own one-sided
+    test is significant."""
+    n = len(differences)
+    if n == 0:
+        return "not shown (no seed)"
+    if smallest_one_sided_p(n) > alpha:
+        return f"not shown (too few seeds: {n} cannot reach p <= {alpha:g})"
+    if sign_flip_p(differences, "greater") <= alpha:
+        return "shown: higher"
+    if sign_flip_p(differences, "less") <= alpha:
+        return "shown: lower (against the hypothesis)"
+    return "not shown"
+
+
 def comparisons(description: dict[str, Any], results: list[RunResult]) -> list[dict[str, Any]]:
-    """Paired-by-seed differences (a - b) of every measure, with intervals and verdicts."""
+    """Paired-by-seed differences (a - b) of every measure: mean, paired t-interval, bootstrap
+    interval and sign-flip p-values; the pre-registered verdict on the primary measure."""
     analysis = AnalysisConfig(**description.get("analysis", {}))
-    measures = per_seed_measures(description, results)
-    pairs = [(name, analysis.reference) for name in measures if analysis.reference and name != analysis.reference]
+    by_name: dict[str, dict[int, RunResult]] = {}
+    for run in results:
+        by_name.setdefault(run.name, {})[run.seed] = run
+    pairs = [(name, analysis.reference) for name in by_name if analysis.reference and name != analysis.reference]
     pairs += [(a, b) for a, b in analysis.pairs]
     rows = []
     for a, b in pairs:
-        if a not in measures or b not in measures:
+        if a not in by_name or b not in by_name:
             continue
-        for label in measures[a]:
-            if label not in measures[b]:
-                continue
-            difference = paired_difference(measures[a][label], measures[b][label], analysis.level, analysis.resamples)
-            p_value = sign_flip_p(paired_values(measures[a][label], measures[b][label]))
-            rows.append({"comparison": f"{a} - {b}", "measure": label, "difference": difference,
-                         "seeds": difference.n, "sign-flip p": "" if math.isnan(p_value) else f"{p_value:.3f}",
-                         "verdict": difference.verdict()})
+        seeds = sorted(set(by_name[a]) & set(by_name[b]))
+        per_seed = {seed: pair_differences(by_name[a][seed], by_name[b][seed], analysis) for seed in seeds}
+        labels = list(dict.fromkeys(label for values in per_seed.values() for label in values))
+        for label in labels:
+            values = [per_seed[s][label] for s in seeds if math.isfinite(per_seed[s].get(label, math.nan))]
+            missing = [s for s in seeds if not math.isfinite(per_seed[s].get(label, math.nan))]
+            primary = label == PRIMARY_MEASURE
+            rows.append({
+                "comparison": f"{a} - {b}", "measure": f"**{label}** (primary)" if primary else label,
+                "difference": t_interval(values, analysis.level),
+                "bootstrap": bootstrap_mean(values, analysis.level, analysis.resamples),
+                "seeds": len(values) if not missing else f"{len(values)} (no value: seed {', '.join(map(str, missing))})",
+                "p (a > b)": _p(sign_flip_p(values, "greater")), "p (two-sided)": _p(sign_flip_p(values)),
+                "verdict": primary_verdict(values, analysis.alpha) if primary else ""})
     return rows
+
+
+def _p(value: float) -> str:
+    return "" if math.isnan(value) else f"{value:.3f}"
 
 
 def _shown_points(count: int) -> list[int]:
@@ -238,19 +284,22 @@ def write_results(output_dir: Path) -> Path:
              f"Mean over seeds [{percent} bootstrap interval] of the held-out evaluations of "
              f"`{analysis.trajectory}` (task reward; KL to the reference summed over response tokens). "
              "'KL at reward r' and 'reward at KL k' read each run's evaluation trajectory, linearly "
-             "interpolated, where it first reaches a level every run reaches. 'The seed's level q' is "
-             "such a level for the runs of one seed only (q of the way from the highest start to the "
-             "lowest peak among them): runs of a seed share data order and starting evaluation, so "
-             "these are the measures to compare paired by seed.", ""]
+             "interpolated, where it first reaches a level every run of the suite reaches "
+             "(description only: comparisons use each pair's own levels, below).", ""]
     lines += _markdown(rows, columns)
     compared = comparisons(description, results)
     if compared:
-        lines += ["", f"## Paired differences (by seed, {percent} bootstrap interval)", "",
-                  f"A difference is *shown* only where its interval excludes zero, over at least "
-                  f"{MIN_SEEDS_FOR_VERDICT} seeds. The exact sign-flip test's p-value is beside it: "
-                  "with few seeds the percentile bootstrap is optimistic, and with n seeds the "
-                  "sign-flip p cannot fall below 2 / 2^n (0.0625 for 5 seeds).", ""]
-        columns_compared = ["comparison", "measure", "difference", "seeds", "sign-flip p", "verdict"]
+        lines += ["", "## Paired differences (a - b, by seed)", "",
+                  f"Each comparison's **primary measure**, fixed before the runs, is *{PRIMARY_MEASURE}*: "
+                  "per seed, the two runs' reward difference at KL levels 25/50/75 % of the way from the "
+                  "pair's higher starting KL to its lower peak KL (linear interpolation along each "
+                  "trajectory), averaged. Its verdict is the exact one-sided sign-flip test of a > b at "
+                  f"alpha = {analysis.alpha:g} (the other direction is named when its own one-sided test "
+                  f"is significant; with n seeds p cannot fall below 1 / 2^n). 'difference' is the mean "
+                  f"with its {percent} paired t-interval; the bootstrap interval and the other rows are "
+                  "description, without a verdict.", ""]
+        columns_compared = ["comparison", "measure", "difference", "bootstrap", "seeds", "p (a > b)",
+                            "p (two-sided)", "verdict"]
         lines += _markdown(compared, columns_compared)
         (output_dir / "comparisons.csv").write_text(_csv(compared, columns_compared))
     per_run, columns_per_run = run_rows(description, results)
