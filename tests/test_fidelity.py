@@ -78,6 +78,100 @@ def test_length_sampler_bounds_are_inclusive_and_per_batch_budgets_are_shared(ma
     assert min(draws) == 4 and max(draws) == 15
 
 
+def test_repetition_penalty_counts_left_padding_only_when_asked(tiny):
+    from cory.models.generation import seen_tokens
+
+    ids = torch.tensor([[0, 0, 5, 6], [7, 8, 9, 5]])  # row 0 left-padded with pad id 0
+    mask = torch.tensor([[0, 0, 1, 1], [1, 1, 1, 1]])
+    plain, authors = seen_tokens(ids, mask, 12, False), seen_tokens(ids, mask, 12, True)
+    assert plain[0].nonzero().flatten().tolist() == [5, 6] and plain[1].nonzero().flatten().tolist() == [5, 7, 8, 9]
+    assert authors[0].nonzero().flatten().tolist() == [0, 5, 6] and torch.equal(authors[1], plain[1])
+    # through the sampler: greedy with a huge penalty never picks the pad token in a padded row
+    pad = tiny.tokenizer.pad_token_id
+    texts = ("hello there friend", "a", "movie was")
+    free = sample_tiny(tiny, SamplingSettings(max_new_tokens=4, greedy=True, repetition_penalty=1e4), stop=[],
+                       texts=texts)
+    penalised = sample_tiny(tiny, SamplingSettings(max_new_tokens=4, greedy=True, repetition_penalty=1e4,
+                                                   penalise_padding=True), stop=[], texts=texts)
+    assert pad not in penalised.response_ids[1:].flatten().tolist()
+    assert free.response_ids.shape == penalised.response_ids.shape
+
+
+def test_per_batch_lengths_repeat_after_each_swap_when_asked(make_config):
+    from cory.agents.sampling import length_budgets
+
+    config = make_config(method="cory", generation__max_new_tokens=15, generation__length_sampler=[4, 15],
+                         generation__length_sampler_per="batch")
+    gen, seed = config.generation, config.seed
+    plain = [int(length_budgets(gen, seed, 0, 4, step, "train")[0]) for step in range(20)]
+    cycled = [int(length_budgets(gen, seed, 0, 4, step, "train", cycle=5)[0]) for step in range(20)]
+    assert cycled[:5] == plain[:5] and cycled == cycled[:5] * 4
+    assert plain != plain[:5] * 4
+    # evaluation draws are never cycled
+    assert torch.equal(length_budgets(gen, seed, 0, 4, 7, "eval", cycle=5), length_budgets(gen, seed, 0, 4, 7, "eval"))
+
+
+def test_dropout_acts_from_the_first_update_as_in_trl(make_config, tmp_path):
+    config = make_config(agents__dropout="trl")
+    agent = build_agents(config)[0]
+    for module in agent.policy.lm.modules():  # the tiny model ships without dropout: give it some
+        if hasattr(module, "attention_dropout"):
+            module.attention_dropout = 0.5
+    prompts = ["abc", "de", "f", "gh"] * 2
+
+    def logprobs(phase):
+        torch.manual_seed(0)
+        first = agent.generate(prompts, step=3, phase=phase, keep=False)
+        torch.manual_seed(1)
+        second = agent.generate(prompts, step=3, phase=phase, keep=False)
+        return first.kl, second.kl
+
+    before = logprobs("train")
+    assert before[0] == before[1] and not agent.policy.lm.training  # no dropout before the first update
+    agent.generate(prompts, step=0)
+    agent.update([1.0, 0.0] * 4, step=0)
+    assert agent.policy.lm.training
+    after = logprobs("train")
+    assert after[0] != after[1]  # dropout draws from the global generator
+    evaluated = logprobs("eval")
+    assert evaluated[0] == evaluated[1] and not agent.policy.lm.training  # evaluation never
+    meta = agent.write_state(tmp_path)
+    assert meta["dropout_active"]
+    agent.reset_learning_state()  # a rebuilt trainer starts in eval mode again
+    assert not agent.dropout_active
+    agent.read_state(tmp_path, meta)
+    assert agent.dropout_active
+
+
+def test_evaluation_budgets_cover_every_length_and_ignore_the_run_seed(make_config):
+    from collections import Counter
+
+    from cory.evaluation import evaluation_budgets
+
+    config = make_config(generation__max_new_tokens=15, generation__length_sampler=[4, 15])
+    budgets = evaluation_budgets(config, 256)
+    counts = Counter(budgets)
+    assert sorted(counts) == list(range(4, 16)) and max(counts.values()) - min(counts.values()) <= 1
+    assert budgets == evaluation_budgets(make_config(seed=7, generation__max_new_tokens=15,
+                                                     generation__length_sampler=[4, 15]), 256)
+    assert budgets != evaluation_budgets(make_config(eval__seed=99, generation__max_new_tokens=15,
+                                                     generation__length_sampler=[4, 15]), 256)
+    assert evaluation_budgets(make_config(generation__length_sampler=[4, 6], eval__lengths="training"), 8) is None
+    assert evaluation_budgets(make_config(), 8) is None  # no length sampler: the fixed budget
+
+
+def test_evaluation_answers_every_row_within_its_budget(make_config):
+    from cory.evaluation import evaluation_budgets
+
+    config = make_config(method="cory", generation__max_new_tokens=8, generation__length_sampler=[2, 8],
+                         generation__length_sampler_per="batch", generation__min_new_tokens=8,
+                         eval__n_prompts=8)
+    trainer = run_trainer(config)
+    samples = [r for r in trainer.rows if "eval/solo/response_length" in r]
+    budgets = evaluation_budgets(config, 8)
+    assert samples and samples[0]["eval/solo/response_length"] == pytest.approx(sum(budgets) / 8)
+
+
 def test_responses_keep_special_tokens_when_asked(make_config):
     config = make_config(generation__max_new_tokens=12)
     agent = build_agents(config)[0]
@@ -238,14 +332,17 @@ AUTHORS = ["ppo", "cory", "cory_ppo_keys", "reinforce", "elastic_reset"]
 @pytest.mark.parametrize("name", AUTHORS)
 def test_authors_configs_resolve_with_the_released_settings(name):
     config = load_config(f"configs/imdb/authors/{name}.yaml")
-    assert (config.model, config.task.source, config.reward.model) == (
-        "openai-community/gpt2", "stanfordnlp/imdb", "lvwerra/distilbert-imdb")
-    assert (config.ppo.batch_size, config.ppo.mini_batch_size, config.ppo.ppo_epochs, config.steps) == (256, 256, 4, 102)
+    # ppo.py (and the PPO-based baselines) train gpt2-medium with seed 123; cory.py two gpt2, seed 0
+    medium = name in ("ppo", "reinforce", "elastic_reset")
+    assert (config.model, config.seed) == (("openai-community/gpt2-medium", 123) if medium else ("openai-community/gpt2", 0))
+    assert (config.task.source, config.reward.model) == ("stanfordnlp/imdb", "lvwerra/distilbert-imdb")
+    # 97 batches of 256 (drop_last) before `epoch > 100` could stop the loop
+    assert (config.ppo.batch_size, config.ppo.mini_batch_size, config.ppo.ppo_epochs, config.steps) == (256, 256, 4, 97)
     assert (config.ppo.kl_penalty, config.ppo.ratio_threshold, config.ppo.learning_rate) == ("full", 10.0, 1.41e-5)
     gen = config.generation
     assert (gen.length_sampler, gen.length_sampler_per, gen.min_new_tokens, gen.repetition_penalty) == (
         [4, 15], "batch", 0, 1.1)
-    assert not gen.skip_special_tokens
+    assert not gen.skip_special_tokens and gen.penalise_padding and config.agents.dropout == "trl"
     assert (config.task.query_min_tokens, config.task.query_max_tokens) == (2, 7)
 
 
@@ -256,6 +353,7 @@ def test_authors_cory_and_ppo_differ_as_the_released_scripts_do():
     assert (cory.ppo.init_kl_coef, cory.ppo.use_score_scaling, cory.ppo.use_score_norm) == (0.4, True, True)
     assert (ppo.ppo.init_kl_coef, ppo.ppo.use_score_scaling, ppo.ppo.use_score_norm) == (0.3, False, False)
     assert cory.roles.reset_on_swap and cory.roles.swap_every == 5 and cory.collective.lambda_ == 1.0
+    assert cory.roles.repeat_lengths_after_swap and not ppo.roles.repeat_lengths_after_swap
     assert (matched.ppo.init_kl_coef, matched.ppo.use_score_scaling) == (0.3, False)
 
 
@@ -269,7 +367,7 @@ def test_cpu_configs_differ_from_the_authors_only_in_scale_keys(name):
     ours = to_dict(load_config(f"configs/imdb/{name}.yaml"))
     theirs = to_dict(load_config(f"configs/imdb/authors/{name}.yaml"))
     differences = {d.split(":")[0] for d in config_differences(theirs, ours, [])}
-    allowed = {"model", "reward.name", "reward.model", "task.source", "task.min_review_chars", "task.n_test",
+    allowed = {"model", "seed", "reward.name", "reward.model", "task.source", "task.min_review_chars", "task.n_test",
                "ppo.batch_size", "ppo.mini_batch_size", "ppo.learning_rate", "steps", "threads",
                "eval_every", "eval.n_prompts", "output_dir", "save_every", "keep_last"}
     assert differences <= allowed, differences - allowed

@@ -37,6 +37,10 @@ class GenerationConfig:
     skip_special_tokens: bool = option(
         True, help="decode responses without special tokens; false keeps them (e.g. EOS) in the "
                    "text the reward and the observer see, as the CORY authors' scripts do")
+    penalise_padding: bool = option(
+        False, help="the repetition penalty also counts the prompt's left padding as seen (with "
+                    "pad = EOS it penalises EOS), as Hugging Face's generate under TRL 0.7's "
+                    "batched generation does in the CORY authors' scripts")
 
 
 @dataclass
@@ -108,6 +112,11 @@ class AgentsConfig:
     devices: list[str] | None = option(
         None, help="one device per agent, e.g. [cuda:0, cuda:1] (default: device for all)")
     lora: LoraConfig = option(LoraConfig)
+    dropout: Literal["off", "trl"] = option(
+        "off", help="off: the model's dropout never acts; trl: as TRL 0.7 and the CORY authors' "
+                    "fork, the update runs in train mode and the model stays there, so from the "
+                    "second iteration sampling and the rollout's forward pass run with dropout "
+                    "too (until a role exchange with roles.reset_on_swap rebuilds the agent)")
 
 
 @dataclass
@@ -136,6 +145,10 @@ class RolesConfig:
         False, help="at each exchange give every agent a fresh Adam state, its initial KL "
                     "coefficient and fresh score moments, and reseed the global RNGs, as the CORY "
                     "authors' scripts do by rebuilding their PPO trainers")
+    repeat_lengths_after_swap: bool = option(
+        False, help="generation.length_sampler_per batch: after each exchange the budgets are "
+                    "drawn again from the same sequence, so they cycle with period swap_every (the "
+                    "authors' set_seed reseeds NumPy, which their LengthSampler draws from)")
 
 
 @dataclass
@@ -195,6 +208,11 @@ class EvalConfig:
     pass_k: list[int] = option([1], ge=1)
     greedy: bool = False
     seed: int = 1234
+    lengths: Literal["all", "training"] = option(
+        "all", help="with generation.length_sampler: 'all' gives every evaluation row its own "
+                    "budget, every length of the sampler's range equally often, in an order fixed "
+                    "by eval.seed alone (the same for every run, seed and arm); 'training' draws "
+                    "them as training does")
 
 
 @dataclass

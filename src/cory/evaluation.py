@@ -11,6 +11,7 @@ import torch
 
 from cory.config import RunConfig
 from cory.agents.group import AgentGroup
+from cory.agents.sampling import stratified_budgets
 from cory.types import GenerateRequest, Reply
 from cory.multi.episode import Episode, run_episode, score_episode, system_choice
 from cory.multi.moe import gather_selected
@@ -52,8 +53,9 @@ def evaluate(agents: AgentGroup, topology: Topology, agent_for_role: list[int], 
     n = config.eval.samples_per_prompt
     queries = task.test[: config.eval.n_prompts]
     repeated = [q for q in queries for _ in range(n)]
+    budgets = evaluation_budgets(config, len(repeated))
     episode = run_episode(agents, topology, agent_for_role, task, repeated, step=config.eval.seed,
-                          phase="eval", greedy=config.eval.greedy, keep=False)
+                          phase="eval", greedy=config.eval.greedy, keep=False, budgets=budgets)
     rewards = score_episode(episode, reward)
     names = topology.role_names()
     metrics: dict[str, float] = {}
@@ -63,7 +65,8 @@ def evaluate(agents: AgentGroup, topology: Topology, agent_for_role: list[int], 
             metrics.update({f"{prefix}/{key}": value for key, value in summary.items()})
     metrics["eval/task_reward"] = rewards.mean().item()
     metrics["eval/kl"] = episode.kl().mean().item()
-    metrics.update(_solo_metrics(agents, topology, agent_for_role, episode, rewards, reward, repeated, config))
+    metrics.update(_solo_metrics(agents, topology, agent_for_role, episode, rewards, reward, repeated, config,
+                                 budgets))
     chosen = system_choice(episode, config.topology.answer)
     metrics["eval/system/task_reward"] = gather_selected(rewards, chosen).mean().item()
     if task.checker is not None:
@@ -75,6 +78,16 @@ def evaluate(agents: AgentGroup, topology: Topology, agent_for_role: list[int], 
         for i in range(min(n_samples, len(repeated))) for role in range(episode.n_roles)
     ]
     return EvalResult(metrics, samples)
+
+
+def evaluation_budgets(config: RunConfig, rows: int) -> list[int] | None:
+    """Each evaluation row's token budget under ``eval.lengths: all`` (every length of the
+    length sampler equally often, fixed by ``eval.seed`` alone); None where the length
+    sampler is off or ``eval.lengths: training`` lets the agents draw as in training."""
+    sampler = config.generation.length_sampler
+    if sampler is None or config.eval.lengths == "training":
+        return None
+    return stratified_budgets(sampler[0], sampler[1], rows, config.eval.seed)
 
 
 def distinct_n(texts: list[str], n: int) -> float:
@@ -97,14 +110,15 @@ def reply_metrics(reply: Reply, rewards: torch.Tensor) -> dict[str, float]:
 
 def _solo_metrics(agents: AgentGroup, topology: Topology, agent_for_role: list[int], episode: Episode,
                   rewards: torch.Tensor, reward: RewardFunction, queries: list[Prompt],
-                  config: RunConfig) -> dict[str, float]:
+                  config: RunConfig, budgets: list[int] | None) -> dict[str, float]:
     """Every agent on its own, answering the plain query (how a CORY agent is deployed):
     ``eval/agentN/solo/...`` and their mean ``eval/solo/...``. An agent that plays a root
     role already answered the plain query; the others are asked now."""
     root_reply = {agent_for_role[role]: role for role in range(topology.n_roles) if not topology.parents[role]}
     n_agents = len(agent_for_role)
     asked = [a for a in range(n_agents) if a not in root_reply]
-    request = GenerateRequest([q.query for q in queries], config.eval.seed, "eval", config.eval.greedy, keep=False)
+    request = GenerateRequest([q.query for q in queries], config.eval.seed, "eval", config.eval.greedy, keep=False,
+                              budgets=budgets)
     answers = agents.generate({a: request for a in asked}) if asked else {}
     metrics: dict[str, float] = {}
     for agent in range(n_agents):

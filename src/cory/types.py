@@ -21,13 +21,15 @@ class Prompt:
 class GenerateRequest:
     """Ask an agent to answer ``prompts`` at iteration ``step``; with ``keep`` it holds the
     rollout for its next ``update``. ``phase`` separates the random draws of training and
-    evaluation."""
+    evaluation. ``budgets``, where given, is each prompt's token budget in place of the
+    length sampler's draw."""
 
     prompts: list[str]
     step: int
     phase: str = "train"
     greedy: bool = False
     keep: bool = True
+    budgets: list[int] | None = None
 
 
 @dataclass

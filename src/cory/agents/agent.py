@@ -75,6 +75,8 @@ class Agent:
         er = settings.elastic_reset
         self.elastic = ElasticReset(self.trainable, er.decay, er.reset_freq) if er.enabled else None
         self.rollout: Rollout | None = None
+        # agents.dropout: trl -- train mode from the first update until a rebuild (a reset).
+        self.dropout_active = False
 
     # ------------------------------------------------------------------ set-up
     def activate(self) -> None:
@@ -99,13 +101,27 @@ class Agent:
 
     # ------------------------------------------------------------- generation
     def generate(self, prompts: list[str], step: int, phase: str = "train",
-                 greedy: bool = False, keep: bool = True) -> Reply:
-        """Answer ``prompts``; with ``keep`` the rollout is held for the next ``update``."""
+                 greedy: bool = False, keep: bool = True, budgets: list[int] | None = None) -> Reply:
+        """Answer ``prompts``; with ``keep`` the rollout is held for the next ``update``.
+        ``budgets`` gives each prompt its token budget, in place of the length sampler."""
         self.activate()
+        # Evaluation measures the model itself; only training samples may see dropout.
+        self.policy.lm.train(self.dropout_active and phase == "train")
         with self._autocast():
-            return self._generate(prompts, step, phase, greedy, keep)
+            return self._generate(prompts, step, phase, greedy, keep, budgets)
 
-    def _generate(self, prompts: list[str], step: int, phase: str, greedy: bool, keep: bool) -> Reply:
+    def _token_budgets(self, count: int, step: int, phase: str, budgets: list[int] | None) -> torch.Tensor | None:
+        gen = self.settings.generation
+        if budgets is None:
+            return length_budgets(gen, self.settings.seed, self.index, count, step, phase,
+                                  cycle=self.settings.length_cycle)
+        if len(budgets) != count or not all(1 <= b <= gen.max_new_tokens for b in budgets):
+            raise CoryError(f"{self.name}: budgets must give each of the {count} prompts a token budget "
+                            f"between 1 and generation.max_new_tokens ({gen.max_new_tokens})")
+        return torch.tensor(budgets)
+
+    def _generate(self, prompts: list[str], step: int, phase: str, greedy: bool, keep: bool,
+                  budgets: list[int] | None) -> Reply:
         settings, gen = self.settings, self.settings.generation
         started = time.perf_counter()
         encoded = self.prompts.encode(prompts, self.device)
@@ -117,7 +133,7 @@ class Agent:
             self.policy.lm, query_ids, query_mask, sampling_settings(gen, greedy), self.stop_ids,
             self.tokenizer.pad_token_id, generator=sampler,
             value_head=self.policy.value_head if from_sampling and settings.uses_values else None,
-            max_new_per_row=length_budgets(gen, settings.seed, self.index, len(prompts), step, phase),
+            max_new_per_row=self._token_budgets(len(prompts), step, phase, budgets),
             stop_strings=self.stop_strings)
         response_ids, response_mask = generated.response_ids, generated.response_mask
         generated_at = time.perf_counter()
@@ -175,6 +191,8 @@ class Agent:
         if self.rollout is None:
             raise CoryError(f"{self.name}: update() called without a rollout; call generate() first")
         self.activate()
+        self.dropout_active = self.settings.dropout_as_trl
+        self.policy.lm.train(self.dropout_active)
         rollout, self.rollout = self.rollout, None
         ppo = self.settings.ppo
         started = time.perf_counter()
@@ -280,6 +298,7 @@ class Agent:
         self.optimizer.state.clear()
         self.kl_ctl = self._new_kl_controller()
         self.moments = RunningMoments()
+        self.dropout_active = False  # a rebuilt model is loaded in eval mode
 
     def _new_kl_controller(self) -> FixedKLController:
         ppo = self.settings.ppo

@@ -57,7 +57,7 @@ class LocalAgents:
         return [describe_device(agent.device) for agent in self.agents]
 
     def generate(self, requests: dict[int, GenerateRequest]) -> dict[int, Reply]:
-        return {i: self.agents[i].generate(r.prompts, r.step, r.phase, r.greedy, r.keep)
+        return {i: self.agents[i].generate(r.prompts, r.step, r.phase, r.greedy, r.keep, r.budgets)
                 for i, r in requests.items()}
 
     def update(self, scores: dict[int, list[float]], step: int) -> dict[int, Stats]:

@@ -42,6 +42,8 @@ class AgentSettings:
     bf16_autocast: bool
     uses_values: bool
     fast: FastPath
+    dropout_as_trl: bool = False         # train-mode update, and sampling in train mode after it
+    length_cycle: int | None = None      # per-batch length draws repeat with this period
 
     @classmethod
     def of(cls, config: RunConfig) -> AgentSettings:
@@ -58,4 +60,6 @@ class AgentSettings:
             uses_values=(config.algorithm.name in USES_VALUE_LOSS or config.topology.answer == "value"
                          or returns_need_values(config.algorithm)),
             fast=FastPath.of(config.ppo),
+            dropout_as_trl=config.agents.dropout == "trl",
+            length_cycle=config.roles.swap_every if config.roles.repeat_lengths_after_swap else None,
         )

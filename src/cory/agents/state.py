@@ -33,6 +33,7 @@ def agent_state(agent: Agent) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
         "moments": agent.moments.state_dict(),
         "baseline": agent.baseline.state_dict() if agent.baseline else None,
         "elastic_resets": agent.elastic.resets if agent.elastic else 0,
+        "dropout_active": agent.dropout_active,
     }
     return tensors, meta
 
@@ -58,6 +59,7 @@ def load_agent_state(agent: Agent, tensors: dict[str, torch.Tensor], meta: dict[
     if agent.elastic is not None:
         agent.elastic.load_tensors(tensors)
         agent.elastic.resets = int(meta["elastic_resets"])
+    agent.dropout_active = bool(meta.get("dropout_active", False))  # absent before agents.dropout
 
 
 def write_agent_state(agent: Agent, folder: Path) -> dict[str, Any]:

@@ -44,7 +44,8 @@ class AgentWorker:
         return describe_device(self.agent.device)
 
     def generate(self, request: GenerateRequest) -> Reply:
-        return self.agent.generate(request.prompts, request.step, request.phase, request.greedy, request.keep)
+        return self.agent.generate(request.prompts, request.step, request.phase, request.greedy, request.keep,
+                                   request.budgets)
 
     def update(self, scores: list[float], step: int) -> Stats:
         return self.agent.update(scores, step)

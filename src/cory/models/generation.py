@@ -30,6 +30,7 @@ class SamplingSettings:
     top_p: float = 1.0
     repetition_penalty: float = 1.0
     greedy: bool = False
+    penalise_padding: bool = False  # the prompt's left padding counts as seen by the penalty
 
 
 @dataclass
@@ -67,6 +68,14 @@ def penalise_repetition(logits: torch.Tensor, seen: torch.Tensor, penalty: float
     ``penalty`` and a negative one multiplied by it."""
     penalised = torch.where(logits > 0, logits / penalty, logits * penalty)
     return torch.where(seen, penalised, logits)
+
+
+def seen_tokens(query_ids: torch.Tensor, query_mask: torch.Tensor, vocab: int, with_padding: bool) -> torch.Tensor:
+    """``[batch, vocab]`` bool: the tokens each prompt holds, its left padding only if
+    ``with_padding`` (as Hugging Face's penalty sees a TRL 0.7 batch)."""
+    counted = torch.ones_like(query_mask, dtype=torch.int32) if with_padding else query_mask.int()
+    seen = torch.zeros(query_ids.shape[0], vocab, dtype=torch.int32, device=query_ids.device)
+    return seen.scatter_add_(1, query_ids, counted) > 0
 
 
 class StopStrings:
@@ -136,9 +145,8 @@ def sample(
     out = lm(input_ids=query_ids, attention_mask=attention, position_ids=positions, use_cache=True,
              logits_to_keep=1, output_hidden_states=value_head is not None)
     penalise = settings.repetition_penalty != 1.0
-    if penalise:  # which tokens each row has seen; padding does not count
-        seen = torch.zeros(out.logits.shape[0], out.logits.shape[-1], dtype=torch.int32, device=device)
-        seen = seen.scatter_add_(1, query_ids, query_mask.int()) > 0
+    if penalise:
+        seen = seen_tokens(query_ids, query_mask, out.logits.shape[-1], settings.penalise_padding)
     for step in range(int(budget.max())):
         logits = out.logits[:, -1].float()
         # Checked once after the loop (no host sync per token); bad rows sample from zeros.

@@ -37,8 +37,9 @@ class Episode:
 
 def run_episode(agents: AgentGroup, topology: Topology, agent_for_role: list[int], task: Task,
                 queries: list[Prompt], step: int, phase: str = "train", greedy: bool = False,
-                keep: bool = True) -> Episode:
-    """Let every role answer, level by level; roles of one level are asked together."""
+                keep: bool = True, budgets: list[int] | None = None) -> Episode:
+    """Let every role answer, level by level; roles of one level are asked together.
+    ``budgets`` (one per query) holds every role's answer to a query to the same token budget."""
     prompts: list[list[str] | None] = [None] * topology.n_roles
     replies: list[Reply | None] = [None] * topology.n_roles
     for level in topology.levels():
@@ -51,7 +52,7 @@ def run_episode(agents: AgentGroup, topology: Topology, agent_for_role: list[int
             else:
                 role_prompts = [q.query for q in queries]
             prompts[role] = role_prompts
-            requests[agent_for_role[role]] = GenerateRequest(role_prompts, step, phase, greedy, keep)
+            requests[agent_for_role[role]] = GenerateRequest(role_prompts, step, phase, greedy, keep, budgets)
         answered = agents.generate(requests)
         for role in level:
             replies[role] = answered[agent_for_role[role]]
