@@ -1,6 +1,8 @@
 """Elastic Reset (Noukhovitch et al., NeurIPS 2023): an EMA of the policy and periodic resets.
 
-After every iteration ``ema = decay * ema + (1 - decay) * online``. Every ``reset_freq``
+After every optimiser step (``elastic_reset.ema_every: optimizer_step``, the Elastic Reset
+authors' code) or once per iteration (``iteration``), ``ema = decay * ema + (1 - decay) *
+online``. Every ``reset_freq``
 iterations the online policy is reset to the EMA and the EMA to the initial weights. The
 value head is not averaged or reset (as in the authors' code).
 """

@@ -1,4 +1,6 @@
-"""IMDB-style sentiment: continue the first 2-8 tokens of a movie review, positively.
+"""IMDB-style sentiment: continue the first tokens of a movie review, positively: between
+``task.query_min_tokens`` and ``task.query_max_tokens`` of them (2-8 by default; the IMDB
+configs use the CORY authors' 2-7).
 
 Sources: ``task.source`` as a ``datasets`` id (e.g. ``stanfordnlp/imdb``) or a local
 txt / CSV / JSONL file of reviews; by default, offline, the 10,605 movie-review snippets
