@@ -67,7 +67,7 @@ def main() -> None:
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         wait_healthy(f"http://127.0.0.1:{port}", process)
-        remote = RemoteReward(f"http://127.0.0.1:{port}/get_reward")
+        remote = RemoteReward([f"http://127.0.0.1:{port}/get_reward"])
         assert remote(prompts, responses) == local(prompts, responses), "served scores differ from in-process ones"
         served = []
         for _ in range(args.requests):

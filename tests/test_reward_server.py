@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import http.server
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -19,7 +20,7 @@ import pytest
 
 from cory.errors import CoryError
 from cory.rewards.exact_match import ExactMatchReward
-from cory.rewards.remote import RemoteReward, RewardUnavailable
+from cory.rewards.remote import BadRewardAnswer, RemoteReward, RewardRefused, RewardUnavailable
 from cory.rewards.simple import VaderReward
 from cory.tasks.base import Prompt
 from helpers.training import run_trainer
@@ -35,10 +36,11 @@ def free_port() -> int:
 
 
 @contextmanager
-def reward_server(*args: str):
-    port = free_port()
+def reward_server(*args: str, port: int | None = None, cwd: Path | None = None, env: dict[str, str] | None = None):
+    port = port or free_port()
     process = subprocess.Popen([sys.executable, "-m", "cory", "serve-reward", *args, "--port", str(port)],
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=cwd,
+                               env={**os.environ, **(env or {})})
     url = f"http://127.0.0.1:{port}"
     try:
         for _ in range(600):
@@ -67,7 +69,7 @@ def post(url: str, body: bytes) -> tuple[int, dict]:
 
 def test_served_scores_equal_in_process_scores_exactly_and_concurrent_requests_batch():
     with reward_server("vader", "--max-items", "8") as (_, url):
-        remote = RemoteReward(url)
+        remote = RemoteReward([url])
         assert remote(PROMPTS, RESPONSES) == VaderReward()(PROMPTS, RESPONSES)
         results = [None] * 8
         threads = [threading.Thread(target=lambda i=i: results.__setitem__(i, remote(PROMPTS, RESPONSES)))
@@ -124,47 +126,140 @@ def misbehaving_server(payload: bytes):
 ])
 def test_bad_answers_name_the_url_and_the_problem(payload, message):
     with misbehaving_server(payload) as url:
-        with pytest.raises(RewardUnavailable, match=message) as caught:
-            RemoteReward(url, retries=0)(PROMPTS, RESPONSES)
+        with pytest.raises(BadRewardAnswer, match=message) as caught:
+            RemoteReward([url], retry_window=0)(PROMPTS, RESPONSES)
     assert url in str(caught.value)
 
 
-def test_a_refused_connection_is_retried_then_names_the_url():
-    url = f"http://127.0.0.1:{free_port()}/get_reward"
+def test_an_unreachable_server_is_retried_for_the_window_then_named_without_its_password():
+    url = f"http://alice:s3cret@127.0.0.1:{free_port()}/get_reward"
     started = time.perf_counter()
-    with pytest.raises(RewardUnavailable, match=rf"{url} did not answer after 3 attempt\(s\)"):
-        RemoteReward(url, timeout=2, retries=2, backoff=0.05)(PROMPTS, RESPONSES)
-    assert time.perf_counter() - started >= 0.05 + 0.1  # the backoff waited
+    with pytest.raises(RewardUnavailable, match=r"did not answer for \d+ s \(\d+ attempt\(s\)") as caught:
+        RemoteReward([url], timeout=2, retry_window=0.5, backoff=0.05)(PROMPTS, RESPONSES)
+    assert 0.3 <= time.perf_counter() - started < 5  # backoffs 0.05 + 0.1 + 0.2 fit the window; 0.4 more would not
+    assert "s3cret" not in str(caught.value) and "alice:***@127.0.0.1" in str(caught.value)
+    with pytest.raises(CoryError, match="nothing answers at http://alice:\\*\\*\\*@127") as caught:
+        RemoteReward([url]).check_reachable()
+    assert "s3cret" not in str(caught.value)
 
 
-def test_a_run_survives_its_reward_server_dying_and_resumes_when_it_is_back(make_config, tmp_path):
-    def config(url, **extra):
-        return make_config(steps=4, eval_every=0, save_every=1, keep_last=2, max_consecutive_faults=2,
-                           reward__name="remote", reward__url=url, reward__retries=1, reward__timeout=5,
-                           allow_config_change=["steps", "resume", "log", "output_dir", "reward"], **extra)
+def _config(make_config, url, **extra):
+    settings = {"steps": 4, "eval_every": 0, "save_every": 2, "keep_last": 2, "reward__name": "remote",
+                "reward__url": url, "reward__retry_window": 1.5, "reward__timeout": 5,
+                "allow_config_change": ["steps", "resume", "log", "output_dir", "reward"]}
+    return make_config(**{**settings, **extra})
 
+
+def test_a_dead_url_stops_the_run_before_training(make_config, tmp_path):
+    config = _config(make_config, f"http://127.0.0.1:{free_port()}/get_reward")
+    with pytest.raises(CoryError, match="reward.url: nothing answers at"):
+        run_trainer(config)
+    assert not (Path(config.output_dir) / "checkpoints").exists()
+
+
+def _kill_after_first_iteration(server, metrics: Path):
+    def kill():
+        while not metrics.exists() or not metrics.read_text().strip():
+            time.sleep(0.05)
+        server.kill()
+    thread = threading.Thread(target=kill)
+    thread.start()
+    return thread
+
+
+def test_an_outage_stops_the_run_before_the_iteration_and_a_resume_trains_it(make_config, tmp_path):
     with reward_server(str(_toy_config(tmp_path))) as (server, url):
-        metrics = Path(config(url).output_dir) / "metrics.jsonl"
-
-        def kill_after_first_iteration():
-            while not metrics.exists() or not metrics.read_text().strip():
-                time.sleep(0.05)
-            server.kill()
-        killer = threading.Thread(target=kill_after_first_iteration)
-        killer.start()
-        with pytest.raises(CoryError, match="2 numeric faults in a row"):
-            run_trainer(config(url))
+        metrics = Path(_config(make_config, url).output_dir) / "metrics.jsonl"
+        killer = _kill_after_first_iteration(server, metrics)
+        with pytest.raises(CoryError, match=r"no reward for iteration \d: reward server .* did not answer") as caught:
+            run_trainer(_config(make_config, url))
         killer.join()
+    assert "nothing was skipped" in str(caught.value) and "learning_rate" not in str(caught.value)
     rows = [json.loads(line) for line in metrics.read_text().splitlines()]
-    faults = [r for r in rows if r.get("fault")]
-    assert len(faults) == 2 and all("did not answer" in r["fault_reason"] for r in faults)
-    assert "task_reward" in rows[0] and not rows[0].get("fault")
+    assert rows and not any(r.get("fault") for r in rows)  # nothing recorded as skipped
+    stopped_at = len(rows)
+    events = [json.loads(line) for line in (metrics.parent / "events.jsonl").read_text().splitlines()]
+    assert [e["step"] for e in events if e["event"] == "reward_unavailable"] == [stopped_at]
     with reward_server(str(_toy_config(tmp_path))) as (_, new_url):  # back, maybe on another port
-        trainer = run_trainer(config(new_url, resume="auto"))
-    # Steps 1 and 2 stay recorded as skipped faults; the run continued after its checkpoint.
-    assert [r["step"] for r in trainer.rows if "task_reward" in r and not r.get("fault")] == [0, 3]
-    assert [r["step"] for r in trainer.rows if r.get("fault")] == [1, 2]
+        trainer = run_trainer(_config(make_config, new_url, resume="auto"))
+    trained = [r["step"] for r in trainer.rows if "task_reward" in r]
+    assert trained == [0, 1, 2, 3] and not any(r.get("fault") for r in trainer.rows)
     assert (Path(trainer.config.output_dir) / "final" / "summary.json").exists()
+
+
+def test_a_server_restarted_within_the_retry_window_costs_no_iteration(make_config, tmp_path):
+    port = free_port()
+    with reward_server(str(_toy_config(tmp_path)), port=port) as (server, url):
+        config = _config(make_config, url, reward__retry_window=60.0)
+        metrics = Path(config.output_dir) / "metrics.jsonl"
+        killer = _kill_after_first_iteration(server, metrics)
+        restarted = {}
+
+        def restart():
+            killer.join()
+            time.sleep(1.0)
+            restarted["server"] = reward_server(str(_toy_config(tmp_path)), port=port)
+            restarted["server"].__enter__()
+        thread = threading.Thread(target=restart)
+        thread.start()
+        try:
+            trainer = run_trainer(config)
+        finally:
+            thread.join()
+            restarted["server"].__exit__(None, None, None)
+    assert [r["step"] for r in trainer.rows if "task_reward" in r] == [0, 1, 2, 3]
+    assert not any(r.get("fault") for r in trainer.rows)
+
+
+def test_one_failing_request_fails_alone_and_shows_no_other_clients_text():
+    helpers = Path(__file__).parent
+    with reward_server("python", "reward.function=helpers.rewards:fails_on_x", "--max-wait-ms", "300",
+                       cwd=helpers.parent / "tests") as (_, url):
+        good = {"query": ["a private review"], "prompts": ["a "]}
+        bad = {"query": ["an x here"], "prompts": ["an "]}
+        answers = {}
+        threads = [threading.Thread(target=lambda name=name, body=body: answers.__setitem__(
+            name, post(url, json.dumps(body).encode()))) for name, body in (("good", good), ("bad", bad))]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    assert answers["good"] == (200, {"rewards": [0.0], "scores": [0.0]})
+    status, body = answers["bad"]
+    assert status == 500 and "cannot score an x" in body["detail"] and "private" not in body["detail"]
+
+
+def test_non_finite_scores_get_a_message_not_a_bare_500():
+    with reward_server("python", "reward.function=helpers.rewards:nan_reward",
+                       cwd=Path(__file__).parent) as (_, url):
+        status, body = post(url, json.dumps({"query": ["a b", "c d"], "prompts": ["a", "c"]}).encode())
+    assert status == 500 and "non-finite scores for item(s) [0, 1]" in body["detail"]
+
+
+def test_a_token_guards_the_server_and_the_client_sends_it(monkeypatch):
+    with reward_server("vader", env={"CORY_REWARD_TOKEN": "t0ken"}) as (_, url):
+        status, body = post(url, json.dumps({"query": ["a"], "prompts": [""]}).encode())
+        assert status == 401 and "bearer token" in body["detail"]
+        with pytest.raises(RewardRefused, match=r"HTTP 401.*reward.token_env"):
+            RemoteReward([url], token="wrong")(PROMPTS, RESPONSES)
+        assert RemoteReward([url], token="t0ken")(PROMPTS, RESPONSES) == VaderReward()(PROMPTS, RESPONSES)
+        monkeypatch.setenv("MY_TOKEN", "t0ken")
+        from cory.config import resolve
+        from cory.rewards import build_reward
+
+        reward = build_reward(resolve({"reward": {"name": "remote", "url": url, "token_env": "MY_TOKEN"}}).reward,
+                              "vader")
+        assert reward(PROMPTS, RESPONSES) == VaderReward()(PROMPTS, RESPONSES)
+
+
+def test_several_servers_score_as_the_sum_of_their_rewards(tmp_path):
+    toy = str(_toy_config(tmp_path))
+    with reward_server("vader") as (_, first), reward_server(toy) as (_, second):
+        got = RemoteReward([first, second])(PROMPTS, RESPONSES)
+    from cory.rewards.simple import TargetFraction
+
+    expected = [a + b for a, b in zip(VaderReward()(PROMPTS, RESPONSES), TargetFraction("a")(PROMPTS, RESPONSES))]
+    assert got == pytest.approx(expected)
 
 
 def _toy_config(tmp_path: Path) -> Path:

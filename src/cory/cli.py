@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -109,8 +110,11 @@ def _serve_reward(args: argparse.Namespace) -> None:
         raise ConfigError("serve-reward: a remote reward cannot be served again; name the reward itself")
     reward = reward_of(config, name)
     limits = Limits(args.max_batch, args.max_wait_ms, args.max_items)
-    print(f"serving reward '{name}' on http://{args.host}:{args.port}/get_reward (health: /health)", flush=True)
-    serve(reward, args.host, args.port, limits, description=name)
+    token = os.environ.get(args.token_env) or None
+    guard = f"bearer token from ${args.token_env}" if token else f"no token (${args.token_env} is unset)"
+    print(f"serving reward '{name}' on http://{args.host}:{args.port}/get_reward (health: /health; {guard})",
+          flush=True)
+    serve(reward, args.host, args.port, limits, description=name, token=token)
 
 
 def _int_list(text: str) -> list[int]:
@@ -167,6 +171,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve_reward.add_argument("--max-batch", type=int, default=64, help="items scored together")
     serve_reward.add_argument("--max-wait-ms", type=float, default=10.0, help="longest wait to fill a batch")
     serve_reward.add_argument("--max-items", type=int, default=4096, help="largest request accepted")
+    serve_reward.add_argument("--token-env", default="CORY_REWARD_TOKEN",
+                              help="environment variable holding the bearer token clients must send "
+                                   "(default CORY_REWARD_TOKEN; unset: no token asked)")
     serve_reward.set_defaults(run=_serve_reward)
     prepare = commands.add_parser("prepare", help="convert packaged models, fetch data, train the "
                                                    "sentiment classifier (all cached)")

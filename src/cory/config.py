@@ -191,9 +191,16 @@ class RewardConfig:
                   "target_fraction", "python", "remote"] | None = option(None, help="null: the task's")
     url: str | None = option(None, help="remote: the reward server's endpoint, e.g. "
                                         "http://127.0.0.1:8000/get_reward")
+    urls: list[str] | None = option(None, help="remote: several servers, one per reward (OpenRLHF's "
+                                               "several --remote_rm_url): each response's scores are summed")
     timeout: float = option(30.0, gt=0, help="remote: seconds to wait for one answer")
-    retries: int = option(3, ge=0, help="remote: further attempts (exponential backoff) before the "
-                                        "iteration is skipped as a fault")
+    retries: int = option(3, ge=0, help="remote: at least this many further attempts (exponential "
+                                        "backoff, at most 10 s apart) before giving up")
+    retry_window: float = option(300.0, ge=0, help="remote: keep retrying an unreachable server for this "
+                                                   "many seconds (long enough for a restart); then the run "
+                                                   "stops with a checkpoint before that iteration")
+    token_env: str = option("CORY_REWARD_TOKEN", help="remote: environment variable holding the bearer "
+                                                      "token to send (none sent when it is unset)")
     model: str | None = option(None, help="classifier / reward model folder or hub id")
     label: str = option("POSITIVE", help="hf_classifier: class whose logit is the reward")
     function: str | None = option(None, help="python: 'module:function'")
@@ -218,19 +225,29 @@ class EvalConfig:
 @dataclass
 class LogConfig:
     report_to: list[str] = option(
-        ["tensorboard"], help="trackers: tensorboard, wandb, mlflow, trackio, none (each but "
-                              "tensorboard is an extra: pip install 'cory[wandb]')")
+        ["tensorboard"], help="trackers: tensorboard, wandb, mlflow, trackio, all (those installed), "
+                              "none; one name or a list (each but tensorboard is an extra: pip install "
+                              "'cory[wandb]')")
     tensorboard: bool = option(True, help="false drops tensorboard from report_to")
     run_name: str | None = option(None, help="the trackers' run name (default: the output folder's last two parts)")
     project: str = option("cory", help="wandb / trackio project, MLflow experiment")
-    tags: list[str] = option([], help="tracker tags (the method is always added)")
+    tags: list[str] = option([], help="tracker tags (the method is always added); 'key=value' gives "
+                                      "MLflow a tag with a value")
+    log_model: bool = option(False, help="upload the final model folder to the trackers that keep "
+                                         "files (wandb: a model artifact; MLflow: run artifacts)")
+    tracker_timeout: float = option(30.0, gt=0, help="seconds a tracker may take to connect or answer "
+                                                     "before it is switched off (wandb init, MLflow requests)")
     progress: bool = True
     samples_every: int = option(1, ge=1)
     n_samples: int = option(4, ge=0)
 
     def trackers(self) -> list[str]:
-        """``report_to`` with ``tensorboard: false`` applied."""
-        return [name for name in self.report_to if self.tensorboard or name != "tensorboard"]
+        """``report_to`` with ``all`` expanded to the installed trackers and ``tensorboard:
+        false`` applied."""
+        from cory.trackers import installed_trackers
+
+        names = [n for name in self.report_to for n in (installed_trackers() if name == "all" else [name])]
+        return [name for name in dict.fromkeys(names) if self.tensorboard or name != "tensorboard"]
 
 
 @dataclass

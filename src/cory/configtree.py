@@ -142,9 +142,11 @@ def coerce(value: Any, tp: Any, key: str) -> Any:
             return value
         raise _type_error(key, tp, value)
     if origin in (list, typing.List):
+        (item_type,) = get_args(tp)
+        if item_type is str and isinstance(value, str):
+            value = [value]  # a single name for a list of names (TRL's report_to="wandb")
         if not isinstance(value, (list, tuple)):
             raise _type_error(key, tp, value)
-        (item_type,) = get_args(tp)
         return [coerce(item, item_type, f"{key}[{i}]") for i, item in enumerate(value)]
     if origin in (dict, typing.Dict):
         if not isinstance(value, dict):

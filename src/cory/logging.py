@@ -54,6 +54,8 @@ def write_jsonl_atomic(path: Path, rows: list[dict[str, Any]]) -> None:
 def progress_status(step: int, row: dict[str, Any]) -> tuple[str, str, int]:
     """(status text, line label, iterations completed) for a metrics row; the row after the
     last iteration holds only the final evaluation."""
+    if row.get("fault"):
+        return f"fault: {row.get('fault_reason', '')} (update skipped)", f"step {step + 1}", step + 1
     parts = []
     if "task_reward" in row:
         parts.append(f"reward {row['task_reward']:+.3f}  kl {row.get('kl', float('nan')):.3f}")
@@ -114,5 +116,7 @@ class RunLogger:
             self._progress.stop()
         if self.trackers is not None:
             self.trackers.close()
+            for line in self.trackers.summary():
+                self.message(f"tracker {line}")
         for handle in self._files.values():
             handle.close()

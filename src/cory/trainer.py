@@ -34,6 +34,7 @@ from cory.multi.moe import gather_selected
 from cory.preflight import check_environment
 from cory.provenance import describe_environment, record_environment
 from cory.rewards.base import RewardFunction
+from cory.rewards.remote import RewardRefused, RewardUnavailable, redact
 from cory.rundir import check_resumable, export_final, log_texts, open_run_dir, restore_logs
 from cory.seeding import (derive_seed, rng_state, seed_everything, set_rng_state, torch_rng_tensors,
                           use_deterministic_algorithms)
@@ -122,11 +123,17 @@ class Trainer:
     def _open_logger(self, step: int) -> None:
         log = self.config.log
         self.logger = RunLogger(self.run_dir, self.config.steps, step, log.progress)
-        report = lambda name, error: self.logger.event(step, "tracker_failed", tracker=name, error=error)
+
+        def report(name: str, error: str) -> None:
+            self.logger.event(step, "tracker_failed", tracker=name, error=error)
+            self.logger.message(f"warning: tracker '{name}' switched off ({error}); the run goes on and "
+                                f"{self.run_dir / METRICS_FILE} keeps every row")
+
         self.logger.trackers = TrackerSet(
-            log.trackers(), self.run_dir, to_dict(self.config),
+            log.trackers(), self.run_dir, shareable_config(self.config),
             log.run_name or "-".join(self.run_dir.parts[-2:]), log.project,
-            [*log.tags, self.config.method], on_failure=report)
+            [*log.tags, self.config.method], on_failure=report, timeout=log.tracker_timeout)
+        self.logger.trackers.catch_up(self.rows)  # after a resume: what a killed process did not deliver
 
     def _run_from(self, start: int) -> dict[str, Any]:
         config = self.config
@@ -138,6 +145,8 @@ class Trainer:
                 row.update(self.run_iteration(step))
             except NumericFault as fault:
                 row.update({"fault": 1.0, "fault_reason": str(fault)})
+            except (RewardUnavailable, RewardRefused) as outage:
+                self._stop_for_reward(step, outage)
             row["memory/rss_gb"] = resident_memory_gb()
             self._log_row(step, row)
             self._count_faults(step, row)
@@ -148,8 +157,23 @@ class Trainer:
         final = self._evaluate(config.steps)
         self._log_row(config.steps, {"step": config.steps, **final})
         target = export_final(self.run_dir, self.agents, final)
+        if config.log.log_model:
+            kept = self.logger.trackers.model(target)
+            self.logger.message(f"final model uploaded to: {', '.join(kept) or 'no tracker (none keeps files)'}")
         self.logger.message(f"done: metrics in {self.run_dir / METRICS_FILE}, final model(s) in {target}")
         return final
+
+    def _stop_for_reward(self, step: int, outage: CoryError) -> None:
+        """No reward for iteration ``step``: keep what was trained (a checkpoint after the
+        finished iterations), say so, and stop; a resume runs iteration ``step`` again."""
+        self.logger.event(step, "reward_unavailable", reason=str(outage))
+        if step > 0:
+            saved = f"a checkpoint after {step} finished iteration(s) is in {self.save(step)}"
+        else:
+            saved = "nothing was trained yet, so no checkpoint was written"
+        raise CoryError(f"no reward for iteration {step}: {outage}. The run stopped before that "
+                        f"iteration ({saved}); nothing was skipped. Bring the reward back, then run the "
+                        "same command with resume=auto.") from None
 
     def _recover(self, lost: AgentLost) -> int:
         """Replace the actors and reload the last good checkpoint; returns its step."""
@@ -248,11 +272,16 @@ class Trainer:
         self.logger.event(step, "fault", reason=row["fault_reason"], consecutive=self.consecutive_faults)
         if self.consecutive_faults >= self.config.max_consecutive_faults:
             saved = self.save(step + 1)
+            if "reward" in row["fault_reason"]:
+                advice = ("The reward gave no usable scores: fix it (see the reason), then resume with "
+                          "resume=auto (add 'reward' to allow_config_change if you change its keys).")
+            else:
+                advice = ("Lower ppo.learning_rate or set ppo.max_grad_norm, then resume with resume=auto "
+                          "(add 'ppo' to allow_config_change).")
             raise CoryError(
                 f"{self.consecutive_faults} numeric faults in a row (last at step {step}: "
                 f"{row['fault_reason']}); stopping. The updates of those iterations were skipped, so "
-                f"{saved} holds the last good weights. Lower ppo.learning_rate or set ppo.max_grad_norm, "
-                "then resume with resume=auto (add 'ppo' to allow_config_change).")
+                f"{saved} holds the last good weights. {advice}")
 
     def _restore(self, checkpoint: Checkpoint) -> int:
         check_resumable(checkpoint, self.config)
@@ -279,6 +308,15 @@ class Trainer:
 
     def close(self) -> None:
         self.agents.close()
+
+
+def shareable_config(config: RunConfig) -> dict[str, Any]:
+    """The resolved config as trackers get it: reward URLs without their passwords."""
+    tree = to_dict(config)
+    reward = tree["reward"]
+    reward["url"] = redact(reward["url"]) if reward.get("url") else reward.get("url")
+    reward["urls"] = [redact(url) for url in reward["urls"]] if reward.get("urls") else reward.get("urls")
+    return tree
 
 
 def resident_memory_gb() -> float:

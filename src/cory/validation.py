@@ -107,9 +107,15 @@ def validate(config: RunConfig) -> RunConfig:
             raise ConfigError(f"log.report_to: unknown tracker {name!r}; choose from {', '.join(TRACKERS)}")
     if config.reward.name == "python" and not config.reward.function:
         raise ConfigError("reward.function: reward 'python' needs 'module:function'")
-    if config.reward.name == "remote" and not config.reward.url:
+    if config.reward.name == "remote" and not (config.reward.url or config.reward.urls):
         raise ConfigError("reward.url: reward 'remote' needs the server's URL, e.g. "
                           "http://127.0.0.1:8000/get_reward (start one with `cory serve-reward`)")
+    if config.reward.url and config.reward.urls:
+        raise ConfigError("reward.urls: give either reward.url (one server) or reward.urls (several), not both")
+    for url in [config.reward.url, *(config.reward.urls or [])]:
+        if url and not url.startswith(("http://", "https://")):
+            raise ConfigError(f"reward.url: {url.split('@')[-1]!r} is not an http(s) URL, e.g. "
+                              "http://127.0.0.1:8000/get_reward")
     if config.reward.name == "hf_classifier" and not config.reward.model:
         raise ConfigError("reward.model: reward 'hf_classifier' needs a classifier folder or hub id")
     if config.eval.pass_k and max(config.eval.pass_k) > config.eval.samples_per_prompt:

@@ -45,9 +45,12 @@ def build_reward(reward: RewardConfig, default: str, task: str = "imdb", toy_tar
         return ClassifierReward(source, reward.label, reward.batch_size, device,
                                 trust_remote_code=trust_remote_code)
     if name == "remote":
-        from cory.rewards.remote import RemoteReward
+        from cory.rewards.remote import RemoteReward, token_from
 
-        return RemoteReward(reward.url or "", reward.timeout, reward.retries)
+        remote = RemoteReward(reward.urls or [reward.url or ""], reward.timeout, reward.retry_window,
+                              token_from(reward.token_env), retries=reward.retries)
+        remote.check_reachable()
+        return remote
     if name == "exact_match":
         from cory.rewards.exact_match import ExactMatchReward
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from cory.errors import CoryError, NumericFault
+from cory.errors import CoryError
 from cory.types import Prompt
 
 
@@ -20,8 +20,8 @@ def score_safely(reward: RewardFunction, prompts: list[Prompt], responses: list[
     """Call ``reward``; if it raises, find the first failing sample and name it."""
     try:
         scores = list(reward(prompts, responses))
-    except NumericFault:
-        raise  # no scores to be had (e.g. a reward server down): the iteration is a fault
+    except CoryError:
+        raise  # says what is wrong itself (e.g. a reward server down or a bad answer)
     except Exception as batch_error:
         for prompt, response in zip(prompts, responses):
             try:

@@ -3,12 +3,15 @@
 ``POST /get_reward`` takes OpenRLHF's remote reward format (``query`` = prompt + response,
 ``prompts``, optional ``labels`` = gold answers) and returns ``{"rewards": [...],
 "scores": [...]}``; ``GET /health`` answers ``{"status": "ok"}``. Items of concurrent
-requests are scored together, up to ``max_batch`` of them or after ``max_wait_ms``. There
-is no authentication: the server binds to 127.0.0.1 unless told otherwise; put it behind
-a reverse proxy that authenticates before exposing it (docs/serving.md).
+requests are scored together, up to ``max_batch`` of them or after ``max_wait_ms``; a
+request whose items make the reward fail fails alone. With a token (``--token-env``),
+``/get_reward`` wants ``Authorization: Bearer <token>``. The server binds to 127.0.0.1
+unless told otherwise; for HTTPS put it behind a reverse proxy (docs/serving.md).
 """
 
 import asyncio
+import hmac
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,18 +57,27 @@ class Batcher:
             responses = [r for w in waiting for r in w[1]]
             try:  # the reward runs in a thread: the server keeps accepting requests
                 scores = await asyncio.to_thread(score_safely, self.reward, prompts, responses)
-            except Exception as error:
-                for *_, future in waiting:
-                    future.set_exception(error)
+            except Exception:
+                # One request's items broke the batch: score each request alone, so that only
+                # that request fails and no client sees another's text.
+                for request_prompts, request_responses, future in waiting:
+                    await self._score_alone(request_prompts, request_responses, future)
                 continue
             start = 0
             for _, batch_responses, future in waiting:
                 future.set_result(scores[start:start + len(batch_responses)])
                 start += len(batch_responses)
 
+    async def _score_alone(self, prompts: list[Prompt], responses: list[str], future: asyncio.Future) -> None:
+        try:
+            future.set_result(await asyncio.to_thread(score_safely, self.reward, prompts, responses))
+        except Exception as error:
+            future.set_exception(error)
 
-def create_app(reward: RewardFunction, limits: Limits, description: str = ""):
-    """The FastAPI application serving ``reward``."""
+
+def create_app(reward: RewardFunction, limits: Limits, description: str = "", token: str | None = None):
+    """The FastAPI application serving ``reward``; with ``token``, ``/get_reward`` wants
+    ``Authorization: Bearer <token>``."""
     from contextlib import asynccontextmanager
 
     from fastapi import FastAPI, HTTPException, Request
@@ -87,6 +99,9 @@ def create_app(reward: RewardFunction, limits: Limits, description: str = ""):
 
     @app.post("/get_reward")
     async def get_reward(request: Request) -> JSONResponse:
+        if token is not None and not authorised(request.headers.get("authorization", ""), token):
+            raise HTTPException(401, "missing or wrong bearer token: send 'Authorization: Bearer <token>'",
+                                headers={"WWW-Authenticate": "Bearer"})
         try:
             body = await request.json()
         except ValueError:
@@ -96,9 +111,19 @@ def create_app(reward: RewardFunction, limits: Limits, description: str = ""):
             scores = await batcher.score(prompts, responses)
         except Exception as error:
             raise HTTPException(500, f"the reward failed: {error}") from None
+        bad = [i for i, score in enumerate(scores) if not math.isfinite(score)]
+        if bad:
+            raise HTTPException(500, f"the reward returned non-finite scores for item(s) {bad[:10]} of "
+                                     f"this request ({len(bad)} in all)")
         return JSONResponse({"rewards": scores, "scores": scores})
 
     return app
+
+
+def authorised(header: str, token: str) -> bool:
+    """Whether an ``Authorization`` header carries ``token`` (compared in constant time)."""
+    scheme, _, given = header.partition(" ")
+    return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), token.encode())
 
 
 def parse_request(body: Any, limits: Limits) -> tuple[list[Prompt], list[str]]:
@@ -123,8 +148,9 @@ def parse_request(body: Any, limits: Limits) -> tuple[list[Prompt], list[str]]:
             [split_query(q, p) for q, p in zip(queries, prompts)])
 
 
-def serve(reward: RewardFunction, host: str, port: int, limits: Limits, description: str = "") -> None:
+def serve(reward: RewardFunction, host: str, port: int, limits: Limits, description: str = "",
+          token: str | None = None) -> None:
     """Run the server until interrupted."""
     import uvicorn
 
-    uvicorn.run(create_app(reward, limits, description), host=host, port=port, log_level="warning")
+    uvicorn.run(create_app(reward, limits, description, token), host=host, port=port, log_level="warning")

@@ -2,14 +2,21 @@
 
 The tracking URI is MLflow's own ``MLFLOW_TRACKING_URI``: a database such as
 ``sqlite:///mlflow.db`` (the extra installs what SQLite needs), a tracking server, or a
-``file:`` store (MLflow 3 wants ``MLFLOW_ALLOW_FILE_STORE=true`` for that). MLflow's metric names may not contain ``@``: ``pass@k`` is logged as ``pass_at_k``.
+``file:`` store (MLflow 3 wants ``MLFLOW_ALLOW_FILE_STORE=true`` for that). The URI is
+recorded, made absolute, in ``trackers.json``: a resume from another working folder finds the
+same store. Requests give up after ``log.tracker_timeout`` seconds and one retry (unless
+``MLFLOW_HTTP_REQUEST_TIMEOUT`` / ``_MAX_RETRIES`` say otherwise), so an unreachable server
+costs seconds, not minutes. MLflow's metric names may not contain ``@``: ``pass@k`` is
+logged as ``pass_at_k``. Tags ``key=value`` become tags with that value.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
+from pathlib import Path
 from typing import Any
 
 PARAM_LIMIT = 6000  # MLflow's longest parameter value
@@ -31,25 +38,52 @@ def flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, str]:
     return flat
 
 
+def absolute_uri(uri: str) -> str:
+    """``uri`` with a relative SQLite or file-store path made absolute (against this folder)."""
+    for scheme in ("sqlite:///", "file:"):
+        if uri.startswith(scheme):
+            path = uri[len(scheme):]
+            return uri if Path(path).is_absolute() else scheme + str(Path(path).resolve())
+    if "://" not in uri:  # a bare folder: MLflow's file store
+        return str(Path(uri).resolve())
+    return uri
+
+
+def tag_pairs(tags: list[str]) -> dict[str, str]:
+    """``['imdb', 'team=nlp']`` -> ``{'imdb': 'true', 'team': 'nlp'}``."""
+    return {key: (value if sep else "true") for key, sep, value in (t.partition("=") for t in tags)}
+
+
 class MlflowRun:
     def __init__(self, config: dict[str, Any], run_name: str, project: str, tags: list[str],
-                 state: dict[str, Any]) -> None:
+                 state: dict[str, Any], timeout: float = 30.0) -> None:
+        import mlflow
         from mlflow.entities import Param, RunTag
         from mlflow.tracking import MlflowClient
 
-        self.client = MlflowClient()
+        os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", str(max(1, round(timeout))))
+        os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "1")
+        state.setdefault("tracking_uri", absolute_uri(mlflow.get_tracking_uri()))
+        self.client = MlflowClient(tracking_uri=state["tracking_uri"])
         if "run_id" in state:
             self.run_id = state["run_id"]
             self.client.update_run(self.run_id, status="RUNNING")
             return
         experiment = self.client.get_experiment_by_name(project)
         experiment_id = experiment.experiment_id if experiment else self.client.create_experiment(project)
-        run = self.client.create_run(experiment_id, run_name=run_name, tags={t: "" for t in tags})
+        run = self.client.create_run(experiment_id, run_name=run_name, tags=tag_pairs(tags))
         self.run_id = state["run_id"] = run.info.run_id
         params = [Param(k, v) for k, v in flatten(config).items()]
         for start in range(0, len(params), 100):  # MLflow takes at most 100 parameters a batch
             self.client.log_batch(self.run_id, params=params[start:start + 100])
         self.client.log_batch(self.run_id, tags=[RunTag("cory.method", str(config.get("method")))])
+
+    def held_step(self) -> int | None:
+        return None  # log_batch returns once the store has the values
+
+    def log_model(self, folder: Path) -> bool:
+        self.client.log_artifacts(self.run_id, str(folder), artifact_path="model")
+        return True
 
     def log_metrics(self, step: int, row: dict[str, float]) -> None:
         from mlflow.entities import Metric

@@ -1,22 +1,31 @@
 """Trackio (Hugging Face's local-first tracker): a run per training run in project
-``log.project``, stored under ``TRACKIO_DIR``; ``trackio show`` opens its dashboard."""
+``log.project``, stored under ``TRACKIO_DIR``; ``trackio show`` opens its dashboard.
+Trackio has no tags: they go into the run's config as ``tags``."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from cory.trackers.wandb_run import SAMPLE_COLUMNS
 
 
 class TrackioRun:
-    def __init__(self, config: dict[str, Any], run_name: str, project: str, state: dict[str, Any]) -> None:
+    def __init__(self, config: dict[str, Any], run_name: str, project: str, tags: list[str],
+                 state: dict[str, Any]) -> None:
         import trackio
 
-        self.trackio = trackio
+        self.trackio, self.project = trackio, project
         resume = "allow" if state.get("name") else "never"
-        state["name"] = run_name
-        self.run = trackio.init(project=project, name=run_name, config=config, resume=resume, embed=False,
-                                auto_log_gpu=False, auto_log_cpu=False)
+        self.name = state["name"] = state.get("name") or run_name
+        self.run = trackio.init(project=project, name=self.name, config={**config, "tags": tags}, resume=resume,
+                                embed=False, auto_log_gpu=False, auto_log_cpu=False)
+
+    def held_step(self) -> int | None:
+        from trackio.sqlite_storage import SQLiteStorage
+
+        held = SQLiteStorage.get_max_step_for_run(self.project, self.name)
+        return -1 if held is None else int(held)
 
     def log_metrics(self, step: int, row: dict[str, float]) -> None:
         self.run.log(row, step=step)
@@ -25,6 +34,9 @@ class TrackioRun:
         table = self.trackio.Table(columns=list(SAMPLE_COLUMNS),
                                    data=[[row.get(c) for c in SAMPLE_COLUMNS] for row in rows])
         self.run.log({"samples": table}, step=step)
+
+    def log_model(self, folder: Path) -> bool:
+        return False  # trackio keeps metrics, not files
 
     def close(self) -> None:
         self.run.finish()

@@ -1,0 +1,118 @@
+"""The Python API: train from a script or a notebook with your own reward and prompts.
+
+    import cory
+    config = cory.load_config("configs/imdb/cory.yaml", ["steps=20"])
+    result = cory.train(config, reward_fn=my_reward, prompts=["The movie", "I watched"])
+    result.metrics["eval/task_reward"], result.output_dir
+
+``reward_fn(prompts, responses) -> list[float]`` (plus ``labels=`` if it takes them, as TRL's
+and OpenRLHF's reward functions do); ``prompts`` a list of strings, of ``{"prompt", "answer"}``
+mappings, or a ``datasets.Dataset``. Each call builds its own run, so a process may train
+several times.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping
+
+from cory.config import RunConfig, load_config, resolve
+from cory.errors import ConfigError
+from cory.types import Prompt
+
+PROMPT_COLUMNS = ("prompt", "query", "text", "question")
+ANSWER_COLUMNS = ("answer", "label", "labels", "solution")
+GENERIC_OBSERVER_TEMPLATE = "{query}\nAn earlier answer:\n{answers}\nYour answer:\n"
+
+
+@dataclass
+class TrainResult:
+    """What a finished run left: its final evaluation, every metrics row and its folder."""
+
+    metrics: dict[str, Any]
+    rows: list[dict[str, Any]]
+    output_dir: Path
+
+
+def as_prompts(items: Iterable[Any], name: str = "prompts") -> list[Prompt]:
+    """Prompts from strings, mappings with a prompt column (and optionally an answer), or
+    the rows of a ``datasets.Dataset``."""
+    prompts = []
+    for index, item in enumerate(items):
+        if isinstance(item, Prompt):
+            prompts.append(item)
+        elif isinstance(item, str):
+            prompts.append(Prompt(item))
+        elif isinstance(item, Mapping):
+            query = next((item[c] for c in PROMPT_COLUMNS if c in item), None)
+            if not isinstance(query, str):
+                raise ConfigError(f"{name}[{index}]: a row needs a text column named one of "
+                                  f"{', '.join(PROMPT_COLUMNS)}; got columns {sorted(item)}")
+            answer = next((item[c] for c in ANSWER_COLUMNS if c in item), None)
+            prompts.append(Prompt(query, None if answer is None else str(answer)))
+        else:
+            raise ConfigError(f"{name}[{index}]: expected a string or a mapping, got {type(item).__name__}")
+    if not prompts:
+        raise ConfigError(f"{name}: no prompts given")
+    return prompts
+
+
+def custom_task(config: RunConfig, prompts: list[Prompt], eval_prompts: list[Prompt] | None):
+    """A task over the caller's prompts: ``eval_prompts``, or ``task.n_test`` of the prompts
+    (at most a third, a fixed shuffle) held out for evaluation."""
+    from cory.tasks.base import Task, split_train_test
+
+    if eval_prompts is None:
+        prompts, eval_prompts = split_train_test(prompts, config.task.n_test)
+    return Task(name="custom", train=prompts, test=eval_prompts, default_reward="python",
+                observer_template=config.task.observer_template or GENERIC_OBSERVER_TEMPLATE,
+                answer_separator=config.task.answer_separator, chat=bool(config.task.chat_template),
+                stop_strings=list(config.task.stop_strings or []))
+
+
+def _config_of(config: RunConfig | str | Path | Mapping[str, Any], overrides: list[str]) -> RunConfig:
+    if isinstance(config, RunConfig):
+        return _with_overrides(config, overrides)
+    if isinstance(config, Mapping):
+        return _with_overrides(resolve(dict(config)), overrides)
+    return load_config(config, overrides)
+
+
+def _with_overrides(config: RunConfig, overrides: list[str]) -> RunConfig:
+    if not overrides:
+        return config
+    from cory.configtree import parse_override, set_dotted, to_dict
+
+    raw = to_dict(config)
+    for text in overrides:
+        parts, value = parse_override(text)
+        set_dotted(raw, parts, value)
+    return resolve(raw)
+
+
+def train(config: RunConfig | str | Path | Mapping[str, Any], *, reward_fn: Callable[..., list[float]] | None = None,
+          prompts: Iterable[Any] | None = None, eval_prompts: Iterable[Any] | None = None,
+          overrides: list[str] = ()) -> TrainResult:
+    """Train one run and return its result. ``config``: a ``RunConfig``, a YAML path or a
+    mapping of keys; ``overrides``: ``key=value`` strings over it. Without ``reward_fn`` the
+    config's reward is used; without ``prompts`` the config's task."""
+    from cory.rewards.simple import CallableReward
+    from cory.trainer import Trainer
+
+    run_config = _config_of(config, list(overrides))
+    task = None
+    if prompts is not None:
+        task = custom_task(run_config, as_prompts(prompts),
+                           as_prompts(eval_prompts, "eval_prompts") if eval_prompts is not None else None)
+    elif eval_prompts is not None:
+        raise ConfigError("eval_prompts: give prompts too (the config's task has its own test split)")
+    if task is not None and reward_fn is None and run_config.reward.name is None:
+        raise ConfigError("reward_fn: your own prompts need a reward; pass reward_fn or set reward.name")
+    reward = CallableReward(reward_fn) if reward_fn is not None else None
+    trainer = Trainer(run_config, task=task, reward=reward)
+    try:
+        final = trainer.train()
+    finally:
+        trainer.close()
+    return TrainResult(final, list(trainer.rows), Path(run_config.output_dir))

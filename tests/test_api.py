@@ -1,0 +1,62 @@
+"""The Python API as a notebook user calls it: own reward, own prompts, twice in one process."""
+
+from __future__ import annotations
+
+import datasets
+import pytest
+
+import cory
+from cory.errors import ConfigError
+
+SETTINGS = {"model": "tiny-random", "steps": 2, "seed": 0, "device": "cpu", "threads": 1, "eval_every": 1,
+            "task": {"name": "toy", "n_test": 4}, "generation": {"max_new_tokens": 4},
+            "ppo": {"batch_size": 4, "mini_batch_size": 4, "ppo_epochs": 1, "learning_rate": 1e-2},
+            "eval": {"n_prompts": 4}, "log": {"tensorboard": False, "progress": False}}
+PROMPTS = [f"prompt number {i}" for i in range(16)]
+
+
+def count_a(prompts, responses):
+    return [r.count("a") / max(1, len(r)) for r in responses]
+
+
+def test_train_takes_a_callable_and_a_list_and_runs_twice_in_one_process(tmp_path):
+    first = cory.train({**SETTINGS, "output_dir": str(tmp_path / "one")}, reward_fn=count_a, prompts=PROMPTS)
+    second = cory.train({**SETTINGS, "output_dir": str(tmp_path / "two")}, reward_fn=count_a, prompts=PROMPTS)
+    assert isinstance(first, cory.TrainResult) and first.output_dir == tmp_path / "one"
+    assert (first.output_dir / "final" / "agent0" / "config.json").exists()
+    assert [r["step"] for r in first.rows] == [0, 1, 2]
+    # same seed, same data: the second run in this process is the first one again
+    stable = lambda metrics: {k: v for k, v in metrics.items() if not k.startswith("time/")}
+    assert stable(second.metrics) == stable(first.metrics)
+
+
+def test_a_dataset_with_answers_reaches_the_reward_as_labels(tmp_path):
+    seen_labels: list[str] = []
+
+    def graded(prompts, responses, labels):
+        seen_labels.extend(labels)
+        return [float(len(r) > 0) for r in responses]
+
+    rows = datasets.Dataset.from_dict({"prompt": PROMPTS, "answer": [str(i) for i in range(16)]})
+    config = cory.load_config(None, [f"{k}={v}" for k, v in
+                                     {"model": "tiny-random", "steps": 1, "threads": 1, "eval_every": 0,
+                                      "ppo.batch_size": 4, "ppo.mini_batch_size": 4, "eval.n_prompts": 2,
+                                      "generation.max_new_tokens": 3, "log.tensorboard": False,
+                                      "log.progress": False, "output_dir": tmp_path / "run"}.items()])
+    result = cory.train(config, reward_fn=graded, prompts=rows, eval_prompts=[{"query": "q", "label": "gold"}] * 2,
+                        overrides=["seed=3"])
+    assert set(seen_labels) <= {str(i) for i in range(16)} | {"gold"} and "gold" in seen_labels
+    assert len([label for label in seen_labels if label != "gold"]) == 4  # one training batch
+    assert "eval/task_reward" in result.metrics
+
+
+def test_bad_prompts_and_a_missing_reward_name_the_argument(tmp_path):
+    config = {**SETTINGS, "output_dir": str(tmp_path / "run")}
+    with pytest.raises(ConfigError, match=r"prompts: no prompts given"):
+        cory.train(config, reward_fn=count_a, prompts=[])
+    with pytest.raises(ConfigError, match=r"prompts\[1\]: a row needs a text column named one of prompt"):
+        cory.train(config, reward_fn=count_a, prompts=[{"prompt": "x"}, {"body": "y"}])
+    with pytest.raises(ConfigError, match=r"reward_fn: expected a function"):
+        cory.train(config, reward_fn=3, prompts=PROMPTS)
+    with pytest.raises(ConfigError, match=r"reward_fn: your own prompts need a reward"):
+        cory.train(config, prompts=PROMPTS)
