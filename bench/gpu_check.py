@@ -5,7 +5,9 @@
 On a CUDA machine it runs PPO and CORY iterations (the tiny random model, SmolLM2 in fp32,
 in bf16 weights and under bf16 autocast), checks that each completes with finite metrics,
 checks that a run resumed from a checkpoint repeats the uninterrupted run exactly
-(``deterministic: true``), places CORY's two agents on two GPUs when there are two, and
+(``deterministic: true``), places CORY's two agents on two GPUs when there are two, shards
+one agent over every GPU it finds (``agents.shards``, FSDP2; the metrics must match one
+process's), and
 prints seconds per phase, tokens per second and the update's model FLOP utilisation
 against the matmul peak it measures on the same GPU in the same dtype. Any failure exits
 non-zero. On a machine without CUDA it prints "no CUDA device" and exits 0;
@@ -125,6 +127,37 @@ def check_resume(model: str, device: str) -> None:
     print(f"  resume of {model} cory on {device}: exact over 4 iterations")
 
 
+def check_sharding(model: str, device: str, n_gpus: int) -> None:
+    """PPO with the agent sharded over every GPU (FSDP2, a Ray worker group; on the CPU two
+    gloo ranks) must give one process's metrics; prints both runs' seconds per iteration."""
+    ranks = n_gpus if device == "cuda" else 2
+    if ranks < 2:
+        print("  sharding: skipped (one GPU; agents.shards needs two)")
+        return
+    settings = ["steps=3", "ppo.ppo_epochs=2", "ppo.mini_batch_size=8"]
+    per_rank = ["ray.num_gpus_per_agent=1", "ray.num_cpus_per_agent=1"] if device == "cuda" else \
+        ["ray.num_cpus_per_agent=0.5"]
+    with tempfile.TemporaryDirectory() as out:
+        one = train(model, "ppo", device, Path(out) / "one", settings)
+        sharded = train(model, "ppo", device, Path(out) / "sharded",
+                        [*settings, "backend=ray", f"agents.shards={ranks}", *per_rank])
+    def worst(pairs) -> tuple[float, str]:
+        return max((abs(a[k] - b[k]) / max(abs(a[k]), 1.0), f"{k} at iteration {a['step']}") for a, b in pairs
+                   for k in a if isinstance(a[k], float) and not any(p in k for p in VOLATILE)
+                   and "clip_fraction" not in k)
+
+    # Differences relative to the value, absolute below 1 (a KL near 0 at iteration 0).
+    # Iteration 0 samples the same rollout on both sides, so its update must agree closely;
+    # after it, float rounding of the sharded step can flip a sampled token and the runs part.
+    first, anywhere = worst([(one.rows[0], sharded.rows[0])]), worst(zip(one.rows, sharded.rows))
+    seconds = [statistics.mean(r["time/iteration"] for r in t.rows if "time/iteration" in r) for t in (one, sharded)]
+    print(f"  {model} ppo sharded over {ranks} ranks: iteration 0 within {first[0]:.1e} of one process "
+          f"(worst: {first[1]}); all 3 iterations within {anywhere[0]:.1e} ({anywhere[1]}); "
+          f"{seconds[0]:.2f} s/iteration in one process, {seconds[1]:.2f} sharded")
+    if first[0] > 1e-3:
+        raise RuntimeError(f"the sharded agent's first update differs from one process's by {first[0]:.1e}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--models", nargs="+", default=["tiny-random", "smollm2-135m"])
@@ -146,6 +179,7 @@ def main() -> int:
                                         for d, p in peaks.items()))
     failures = 0
     for check in [lambda: check_resume(args.models[0], device),
+                  lambda: check_sharding(args.models[0], device, n_gpus),
                   *[lambda c=c: measure(c, device, args.iterations, peaks) for c in cases(args.models, n_gpus)]]:
         try:
             check()

@@ -112,6 +112,9 @@ class AgentsConfig:
     devices: list[str] | None = option(
         None, help="one device per agent, e.g. [cuda:0, cuda:1] (default: device for all)")
     lora: LoraConfig = option(LoraConfig)
+    shards: int = option(1, ge=1, help="ranks each agent is sharded over with FSDP2 (backend: ray; one "
+                                       "worker group of this many ranks per agent, each on its own GPU "
+                                       "with ray.num_gpus_per_agent: 1)")
     dropout: Literal["off", "trl"] = option(
         "off", help="off: the model's dropout never acts; trl: as TRL 0.7 and the CORY authors' "
                     "fork, the update runs in train mode and the model stays there, so from the "

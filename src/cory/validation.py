@@ -105,6 +105,17 @@ def validate(config: RunConfig) -> RunConfig:
     for name in config.log.report_to:
         if name not in TRACKERS:
             raise ConfigError(f"log.report_to: unknown tracker {name!r}; choose from {', '.join(TRACKERS)}")
+    shards = config.agents.shards
+    if shards > 1:
+        if config.backend != "ray":
+            raise ConfigError(f"agents.shards: {shards} ranks per agent run as Ray worker groups; set backend: ray "
+                              "(pip install 'cory[ray]')")
+        if config.agents.lora.enabled or config.elastic_reset.enabled:
+            what = "agents.lora.enabled" if config.agents.lora.enabled else "elastic_reset.enabled"
+            raise ConfigError(f"agents.shards: a sharded agent does not support {what} yet; set agents.shards: 1")
+        if config.ppo.mini_batch_size < shards:
+            raise ConfigError(f"ppo.mini_batch_size: {config.ppo.mini_batch_size} rows cannot be split over "
+                              f"agents.shards: {shards} ranks; raise it to at least {shards}")
     if config.reward.name == "python" and not config.reward.function:
         raise ConfigError("reward.function: reward 'python' needs 'module:function'")
     if config.reward.name == "remote" and not (config.reward.url or config.reward.urls):

@@ -13,9 +13,10 @@ and ``export`` (a Hugging Face folder).
 
 from __future__ import annotations
 
+import contextlib
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 from transformers import PreTrainedTokenizerBase
@@ -32,6 +33,7 @@ from cory.algorithms.kl import AdaptiveKLController, FixedKLController, kl_per_t
 from cory.algorithms.normalize import RunningMoments, transform_scores
 from cory.algorithms.ppo import explained_variance
 from cory.algorithms.reinforce import MovingAverageBaseline
+from cory.distributed.sharding import Shards, full, gathered, shard_policy
 from cory.errors import CoryError
 from cory.models.generation import StopStrings, sample
 from cory.models.policy import Policy, PolicyOutput, ValueHead, compile_policy, hidden_size_of, score_sequences
@@ -61,12 +63,17 @@ class Agent:
                                      settings.generation.max_new_tokens, context_length(lm))
         value_head = ValueHead(hidden_size_of(lm), generator("value_head", settings.seed, index))
         self.policy = Policy(lm, value_head).to(device)
+        # agents.shards: this process holds 1/k of the policy (cory.distributed.sharding).
+        self.shards = Shards.of_process_group(settings.shards) if settings.shards > 1 else None
+        if self.shards is not None:
+            shard_policy(self.policy)
         # The update's scoring forward; generation and the reference stay eager.
-        self.scorer = compile_policy(self.policy, device) if settings.ppo.compile else self.policy
+        compiled = settings.ppo.compile and self.shards is None
+        self.scorer = compile_policy(self.policy, device) if compiled else self.policy
         self.activate()
         self.trainable = self._trainable_parameters()
         params = list(self.trainable.values()) + list(self.policy.value_head.parameters())
-        self.optimizer = build_optimizer(params, settings.ppo, settings.fast.fused_adamw)
+        self.optimizer = build_optimizer(params, settings.ppo, settings.fast.fused_adamw and self.shards is None)
         self.scheduler = build_scheduler(self.optimizer, settings.ppo, settings.steps)
         self.kl_ctl = self._new_kl_controller()
         self.moments = RunningMoments()
@@ -107,7 +114,8 @@ class Agent:
         self.activate()
         # Evaluation measures the model itself; only training samples may see dropout.
         self.policy.lm.train(self.dropout_active and phase == "train")
-        with self._autocast():
+        whole = gathered(self.policy) if self.shards is not None else contextlib.nullcontext()
+        with self._autocast(), whole:
             return self._generate(prompts, step, phase, greedy, keep, budgets)
 
     def _token_budgets(self, count: int, step: int, phase: str, budgets: list[int] | None) -> torch.Tensor | None:
@@ -255,6 +263,7 @@ class Agent:
         self.optimizer.zero_grad(set_to_none=True)
         sums: dict[str, float] = {}
         for rows in group:
+            share, rows = self._share_of(rollout, rows)
             batch = MiniBatch.take(rollout, rows.to(self.device), targets.advantages, targets.returns,
                                    trim=self.settings.fast.trim_padding)
             with self._autocast():
@@ -263,15 +272,16 @@ class Agent:
                                   temperature=self.settings.generation.temperature,
                                   head_on_response_only=self.settings.fast.head_on_response_only,
                                   with_values=self.settings.uses_values)
-            loss, loss_stats = minibatch_loss(self.settings.algorithm, ppo, out, batch)
+            everywhere = self._over_ranks(share)
+            loss, loss_stats = minibatch_loss(self.settings.algorithm, ppo, out, batch, everywhere)
             if not torch.isfinite(loss):
                 self.optimizer.zero_grad(set_to_none=True)
                 return None
-            (loss / len(group)).backward()
+            (loss * share * self._ranks / len(group)).backward()
             for key, value in loss_stats.items():
-                sums[key] = sums.get(key, 0.0) + value.item() / len(group)
+                sums[key] = sums.get(key, 0.0) + float(everywhere(value)) / len(group)
         params = [p for g in self.optimizer.param_groups for p in g["params"]]
-        grad_norm = torch.nn.utils.clip_grad_norm_(params, ppo.max_grad_norm or float("inf"))
+        grad_norm = full(torch.nn.utils.clip_grad_norm_(params, ppo.max_grad_norm or float("inf")))
         if not torch.isfinite(grad_norm):
             self.optimizer.zero_grad(set_to_none=True)
             return None
@@ -280,6 +290,26 @@ class Agent:
             self.elastic.update_ema()
         sums["grad_norm"] = grad_norm.item()
         return sums
+
+    @property
+    def _ranks(self) -> int:
+        return 1 if self.shards is None else self.shards.world
+
+    def _share_of(self, rollout: Rollout, rows: torch.Tensor) -> tuple[float, torch.Tensor]:
+        """This rank's rows of a mini-batch and its share of the mini-batch's response tokens
+        (1 and every row unsharded)."""
+        if self.shards is None:
+            return 1.0, rows
+        mine = self.shards.rows(rows)
+        tokens = rollout.response_mask[mine.to(rollout.response_mask.device)].sum().item()
+        return tokens / max(self.shards.total(tokens), 1.0), mine
+
+    def _over_ranks(self, share: float) -> Callable[[torch.Tensor], torch.Tensor]:
+        """Turns this rank's token mean into the mean over every rank's tokens."""
+        if self.shards is None:
+            return lambda value: value
+        shards = self.shards
+        return lambda value: torch.tensor(shards.total(float(value) * share), device=value.device)
 
     def _elastic_step(self, step: int) -> bool:
         if self.elastic is None:

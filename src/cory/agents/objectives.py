@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import torch
 
@@ -80,9 +81,12 @@ def compute_targets(
 
 
 def minibatch_loss(
-    algorithm: AlgorithmConfig, ppo: PPOConfig, out: PolicyOutput, batch: MiniBatch
+    algorithm: AlgorithmConfig, ppo: PPOConfig, out: PolicyOutput, batch: MiniBatch,
+    over_ranks: Callable[[torch.Tensor], torch.Tensor] = lambda value: value,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    """The loss to minimise on one mini-batch and the statistics to log about it."""
+    """The loss to minimise on one mini-batch and the statistics to log about it.
+    ``over_ranks`` turns a token mean of this rank's rows into the whole mini-batch's (a
+    sharded agent's ranks each hold some rows); the ratio guard decides on that."""
     mask = batch.response_mask.float()
     cliprange = float("inf") if algorithm.name == "reinforce" else ppo.cliprange
     policy = clipped_policy_loss(out.logprobs, batch.old_logprobs, batch.advantages, mask, cliprange)
@@ -98,7 +102,7 @@ def minibatch_loss(
         loss = loss + ppo.vf_coef * value.loss
         stats["value_loss"] = value.loss.detach()
         stats["value_clip_fraction"] = value.clip_fraction
-    guarded = ppo.ratio_threshold is not None and policy.ratio_mean.item() > ppo.ratio_threshold
+    guarded = ppo.ratio_threshold is not None and over_ranks(policy.ratio_mean).item() > ppo.ratio_threshold
     if guarded:  # TRL zeroes the losses; the optimiser still steps on its momentum
         loss = loss * 0.0
     stats["ratio_guarded"] = torch.tensor(float(guarded), device=loss.device)

@@ -43,6 +43,7 @@ class AgentSettings:
     uses_values: bool
     fast: FastPath
     dropout_as_trl: bool = False         # train-mode update, and sampling in train mode after it
+    shards: int = 1                      # ranks holding this agent (FSDP2)
     length_cycle: int | None = None      # per-batch length draws repeat with this period
 
     @classmethod
@@ -61,5 +62,6 @@ class AgentSettings:
                          or returns_need_values(config.algorithm)),
             fast=FastPath.of(config.ppo),
             dropout_as_trl=config.agents.dropout == "trl",
+            shards=config.agents.shards,
             length_cycle=config.roles.swap_every if config.roles.repeat_lengths_after_swap else None,
         )

@@ -11,19 +11,21 @@ import torch
 from safetensors.torch import load_file
 
 from cory.checkpoint import save_tensors
+from cory.distributed.sharding import full, shaped_like
 
 if TYPE_CHECKING:
     from cory.agents.agent import Agent
 
 
 def agent_state(agent: Agent) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
-    """The agent's tensors and JSON-able metadata."""
-    tensors = {f"param.{name}": p.detach() for name, p in agent.trainable.items()}
-    tensors.update({f"value_head.{k}": v for k, v in agent.policy.value_head.state_dict().items()})
+    """The agent's tensors (whole, also when it is sharded: every rank must call this) and
+    JSON-able metadata."""
+    tensors = {f"param.{name}": full(p.detach()) for name, p in agent.trainable.items()}
+    tensors.update({f"value_head.{k}": full(v) for k, v in agent.policy.value_head.state_dict().items()})
     optimizer = agent.optimizer.state_dict()
     for index, slots in optimizer["state"].items():
         for key, value in slots.items():
-            tensors[f"optim.{index}.{key}"] = value
+            tensors[f"optim.{index}.{key}"] = full(value)
     if agent.elastic is not None:
         tensors.update(agent.elastic.tensors())
     meta = {
@@ -42,14 +44,18 @@ def load_agent_state(agent: Agent, tensors: dict[str, torch.Tensor], meta: dict[
     """Restore what ``agent_state`` returned."""
     with torch.no_grad():
         for name, param in agent.trainable.items():
-            param.copy_(tensors[f"param.{name}"])
-    agent.policy.value_head.load_state_dict(
-        {k.removeprefix("value_head."): v for k, v in tensors.items() if k.startswith("value_head.")})
+            param.copy_(shaped_like(param, tensors[f"param.{name}"].to(param.device)))
+        for name, param in agent.policy.value_head.named_parameters():
+            param.copy_(shaped_like(param, tensors[f"value_head.{name}"].to(param.device)))
+    params = [p for group in agent.optimizer.param_groups for p in group["params"]]
     slots: dict[int, dict[str, torch.Tensor]] = {}
     for key, value in tensors.items():
         if key.startswith("optim."):
             _, index, name = key.split(".", 2)
-            slots.setdefault(int(index), {})[name] = value
+            param = params[int(index)]
+            # moments are sharded as their parameter; the step count stays a plain scalar
+            sharded = value.shape == param.shape and value.dim() > 0
+            slots.setdefault(int(index), {})[name] = shaped_like(param, value.to(param.device)) if sharded else value
     agent.optimizer.load_state_dict({"state": slots, "param_groups": meta["param_groups"]})
     agent.scheduler.load_state_dict(meta["scheduler"])
     agent.kl_ctl.load_state_dict(meta["kl_ctl"])
@@ -63,9 +69,11 @@ def load_agent_state(agent: Agent, tensors: dict[str, torch.Tensor], meta: dict[
 
 
 def write_agent_state(agent: Agent, folder: Path) -> dict[str, Any]:
-    """Write the agent's tensors into checkpoint folder ``folder``; return its metadata."""
+    """Write the agent's tensors into checkpoint folder ``folder`` (rank 0 of a sharded agent
+    writes them whole); return its metadata."""
     tensors, meta = agent_state(agent)
-    save_tensors(Path(folder), agent.name, tensors)
+    if agent.shards is None or agent.shards.writes:
+        save_tensors(Path(folder), agent.name, tensors)
     return meta
 
 

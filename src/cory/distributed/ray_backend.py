@@ -29,15 +29,23 @@ def _ray():
 
 
 class AgentWorker:
-    """Runs inside an actor: builds agent ``index`` and forwards method calls to it."""
+    """Runs inside an actor: builds agent ``index`` and forwards method calls to it. With
+    ``agents.shards: k`` it is rank ``rank`` of the agent's worker group, whose k ranks join
+    one process group at ``rendezvous`` and hold the agent sharded."""
 
-    def __init__(self, config: dict[str, Any], index: int, task_chat: bool, stop_strings: list[str]) -> None:
+    def __init__(self, config: dict[str, Any], index: int, task_chat: bool, stop_strings: list[str],
+                 rank: int = 0, rendezvous: str | None = None) -> None:
         import torch
 
         from cory.agents.factory import build_agents
 
         run = resolve(config)
         torch.set_num_threads(run.threads or max(1, int(run.ray.num_cpus_per_agent)))
+        if run.agents.shards > 1:
+            import torch.distributed as dist
+
+            backend = "nccl" if run.ray.num_gpus_per_agent and torch.cuda.is_available() else "gloo"
+            dist.init_process_group(backend, init_method=rendezvous, rank=rank, world_size=run.agents.shards)
         (self.agent,) = build_agents(run, task_chat=task_chat, stop_strings=stop_strings, indices=[index])
 
     def device(self) -> str:
@@ -95,8 +103,48 @@ def ensure_ray(config: RunConfig) -> None:
                  configure_logging=False)
 
 
+def _free_rendezvous() -> str:
+    """A TCP address on this node for a worker group's process group."""
+    import socket
+
+    ray = _ray()
+    with socket.socket() as probe:
+        probe.bind(("", 0))
+        port = probe.getsockname()[1]
+    return f"tcp://{ray.util.get_node_ip_address()}:{port}"
+
+
+class WorkerGroup:
+    """The k actors (ranks) of one sharded agent: every call goes to all of them, rank 0's
+    answer is the agent's."""
+
+    def __init__(self, actors: list[Any]) -> None:
+        self.actors = actors
+
+    def __getattr__(self, method: str) -> Any:
+        calls = [getattr(actor, method) for actor in self.actors]
+        return _GroupMethod(calls)
+
+
+class _GroupMethod:
+    def __init__(self, calls: list[Any]) -> None:
+        self.calls = calls
+
+    def remote(self, *args: Any, **kwargs: Any) -> Any:
+        futures = [call.remote(*args, **kwargs) for call in self.calls]
+        return futures[0] if len(futures) == 1 else _FirstOf(futures)
+
+
+class _FirstOf:
+    """Futures of every rank; waiting on it waits for all and answers rank 0's result."""
+
+    def __init__(self, futures: list[Any]) -> None:
+        self.futures = futures
+
+
 class RayAgents:
-    """The ``AgentGroup`` methods over one Ray actor per agent."""
+    """The ``AgentGroup`` methods over one Ray actor per agent (a worker group of
+    ``agents.shards`` actors per agent when it is sharded)."""
 
     def __init__(self, config: RunConfig, task_chat: bool = False, stop_strings: list[str] = ()) -> None:
         ensure_ray(config)
@@ -110,8 +158,18 @@ class RayAgents:
     def _start(self, index: int):
         options = {"num_cpus": self.config.ray.num_cpus_per_agent,
                    "num_gpus": self.config.ray.num_gpus_per_agent, "max_restarts": 0}
-        return self._ray.remote(AgentWorker).options(**options).remote(
-            to_dict(self.config), index, self.task_chat, self.stop_strings)
+        worker = self._ray.remote(AgentWorker).options(**options)
+        shards = self.config.agents.shards
+        if shards == 1:
+            return worker.remote(to_dict(self.config), index, self.task_chat, self.stop_strings)
+        rendezvous = _free_rendezvous()
+        return WorkerGroup([worker.remote(to_dict(self.config), index, self.task_chat, self.stop_strings,
+                                          rank, rendezvous) for rank in range(shards)])
+
+    def _wait(self, future: Any) -> Any:
+        if isinstance(future, _FirstOf):
+            return self._ray.get(future.futures)[0]
+        return self._ray.get(future)
 
     def __len__(self) -> int:
         return len(self.actors)
@@ -121,7 +179,7 @@ class RayAgents:
         results = {}
         for index, future in futures.items():
             try:
-                results[index] = self._ray.get(future)
+                results[index] = self._wait(future)
             except (self._ray.exceptions.RayActorError, self._ray.exceptions.ActorDiedError) as error:
                 raise AgentLost(f"the actor of agent{index} died during {what}: {error}") from None
         return results
@@ -152,14 +210,17 @@ class RayAgents:
         self._on_every_actor("save_pretrained()",
                              lambda i, actor: actor.save_pretrained.remote(Path(folder) / f"agent{i}"))
 
+    def _every_process(self) -> list[Any]:
+        return [a for actor in self.actors for a in (actor.actors if isinstance(actor, WorkerGroup) else [actor])]
+
     def restart(self) -> None:
         """Replace every actor with a fresh one (state then comes from a checkpoint)."""
-        for actor in self.actors:
+        for actor in self._every_process():
             self._ray.kill(actor, no_restart=True)
         self.actors = [self._start(index) for index in range(len(self.actors))]
         self.restarts += 1
 
     def close(self) -> None:
-        for actor in self.actors:
+        for actor in self._every_process():
             self._ray.kill(actor, no_restart=True)
         self.actors = []
