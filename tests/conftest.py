@@ -40,3 +40,12 @@ def tiny_config(tmp_path, **overrides):
 @pytest.fixture
 def make_config(tmp_path):
     return lambda **overrides: tiny_config(tmp_path, **overrides)
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    """A local Ray cluster of 2 CPUs for the module's tests (the Ray backend, sharding)."""
+    ray = pytest.importorskip("ray", reason="ray is not installed (pip install -e '.[ray]')")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    yield ray
+    ray.shutdown()

@@ -16,11 +16,7 @@ from helpers.training import run_trainer as train  # noqa: E402
 VOLATILE = ("time/", "memory/")
 
 
-@pytest.fixture(scope="module", autouse=True)
-def local_cluster():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
-    yield
-    ray.shutdown()
+pytestmark = pytest.mark.usefixtures("ray_cluster")
 
 
 def stable(rows):

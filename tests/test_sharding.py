@@ -18,13 +18,7 @@ from helpers.training import run_trainer  # noqa: E402
 RELATIVE = 1e-4
 CLIP_FRACTION = 0.005
 VOLATILE = ("time/", "memory/")
-
-
-@pytest.fixture(scope="module", autouse=True)
-def local_cluster():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
-    yield
-    ray.shutdown()
+pytestmark = pytest.mark.usefixtures("ray_cluster")
 
 
 def config(make_config, tmp_path, name, method="ppo", **extra):
