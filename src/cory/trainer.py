@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from cory.agents.group import AgentGroup
+from cory.algorithms.registry import algorithm_named
 from cory.build import build_run
 from cory.checkpoint import Checkpoint, latest_good, load_checkpoint, save_checkpoint, save_tensors, step_dir
 from cory.config import RunConfig
@@ -91,7 +92,7 @@ class Trainer:
         self.topology, self.roles = parts.topology, parts.roles
         self.role_names = self.topology.role_names()
         algorithm = config.algorithm
-        repeat = algorithm.group_size if algorithm.name in ("rloo", "grpo") else 1
+        repeat = algorithm_named(algorithm.name).samples_per_prompt(algorithm.group_size)
         self.sampler = PromptSampler(self.task.train, config.ppo.batch_size // repeat, repeat, config.seed)
         self.logger: RunLogger | None = None
         self.rows: list[dict[str, Any]] = []

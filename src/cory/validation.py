@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import string
 
+from cory.algorithms.registry import algorithm_named
 from cory.config import PPOConfig, RunConfig
 from cory.errors import ConfigError
 from cory.models.specs import check_spec_syntax
@@ -28,23 +29,11 @@ def template_fields(template: str, key: str) -> set[str]:
     return names
 
 
-# The ``ppo:`` section holds TRL's PPOConfig, the settings every algorithm shares (learning
-# rate, batches, epochs, KL control, score transforms); these are the ones an algorithm ignores.
-_VALUE_LOSS_KEYS = {"vf_coef", "cliprange_value", "whiten_advantages"}
-PPO_KEYS_IGNORED: dict[str, set[str]] = {
-    "ppo": set(),
-    "reinforce_clip": _VALUE_LOSS_KEYS,
-    "reinforce": _VALUE_LOSS_KEYS | {"cliprange", "lam"},
-    "rloo": _VALUE_LOSS_KEYS | {"whiten_rewards", "gamma", "lam"},
-    "grpo": _VALUE_LOSS_KEYS | {"whiten_rewards", "gamma", "lam"},
-}
-
-
 def ignored_settings(config: RunConfig) -> list[str]:
     """Messages about ``ppo:`` keys set away from their defaults that ``algorithm.name`` never
     reads (harmless, but usually a sign the user expected them to act)."""
     algorithm = config.algorithm
-    ignored = set(PPO_KEYS_IGNORED[algorithm.name])
+    ignored = set(algorithm_named(algorithm.name).ignores)
     if algorithm.name == "reinforce_clip" and algorithm.returns == "discounted":
         ignored.add("lam")
     defaults = PPOConfig()
@@ -65,7 +54,7 @@ def validate(config: RunConfig) -> RunConfig:
             f"{ppo.gradient_accumulation_steps} = {per_step})")
     if ppo.use_score_norm and not ppo.use_score_scaling:
         raise ConfigError("ppo.use_score_norm needs ppo.use_score_scaling: true (as in TRL)")
-    if config.algorithm.name in ("rloo", "grpo") and ppo.batch_size % config.algorithm.group_size:
+    if algorithm_named(config.algorithm.name).grouped and ppo.batch_size % config.algorithm.group_size:
         raise ConfigError(
             f"ppo.batch_size ({ppo.batch_size}) must be a multiple of algorithm.group_size "
             f"({config.algorithm.group_size}) for {config.algorithm.name}")

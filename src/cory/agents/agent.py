@@ -22,6 +22,7 @@ import torch
 from transformers import PreTrainedTokenizerBase
 
 from cory.agents.elastic_reset import ElasticReset
+from cory.algorithms.registry import algorithm_named
 from cory.agents.export import export_agent
 from cory.agents.objectives import Targets, compute_targets, minibatch_loss
 from cory.agents.optimizer import build_optimizer, build_scheduler
@@ -78,7 +79,7 @@ class Agent:
         self.kl_ctl = self._new_kl_controller()
         self.moments = RunningMoments()
         self.baseline = (MovingAverageBaseline(settings.algorithm.baseline_decay)
-                         if settings.algorithm.name == "reinforce" else None)
+                         if algorithm_named(settings.algorithm.name).moving_baseline else None)
         er = settings.elastic_reset
         self.elastic = ElasticReset(self.trainable, er.decay, er.reset_freq) if er.enabled else None
         self.rollout: Rollout | None = None

@@ -18,13 +18,11 @@ import torch
 from cory.algorithms.advantages import discounted_returns, gae
 from cory.algorithms.masked import masked_mean, masked_whiten
 from cory.algorithms.ppo import clipped_policy_loss, clipped_value_loss, shape_rewards
+from cory.algorithms.registry import ALGORITHMS, algorithm_named
 from cory.algorithms.reinforce import MovingAverageBaseline, group_advantages
 from cory.config import AlgorithmConfig, PPOConfig
 from cory.models.policy import PolicyOutput
 from cory.rollout import MiniBatch, Rollout
-
-USES_VALUE_LOSS = {"ppo"}
-
 
 def returns_need_values(algorithm: AlgorithmConfig) -> bool:
     """Whether the returns read the value head although the algorithm never trains it."""
@@ -40,6 +38,51 @@ class Targets:
     rewards: torch.Tensor
 
 
+def _group_targets(algorithm: AlgorithmConfig, ppo: PPOConfig, rollout: Rollout, rewards: torch.Tensor,
+                   baseline: MovingAverageBaseline | None) -> Targets:
+    mask = rollout.response_mask.float()
+    advantage = group_advantages(rewards.sum(-1), algorithm.group_size, kind=algorithm.name)
+    advantages = advantage[:, None] * mask
+    return Targets(advantages, advantages.clone(), rewards)
+
+
+def _ppo_targets(algorithm: AlgorithmConfig, ppo: PPOConfig, rollout: Rollout, rewards: torch.Tensor,
+                 baseline: MovingAverageBaseline | None) -> Targets:
+    advantages, returns = gae(rewards, rollout.values, rollout.response_mask.float(), ppo.gamma, ppo.lam,
+                              whiten=ppo.whiten_advantages)
+    return Targets(advantages, returns, rewards)
+
+
+def _reinforce_clip_targets(algorithm: AlgorithmConfig, ppo: PPOConfig, rollout: Rollout, rewards: torch.Tensor,
+                            baseline: MovingAverageBaseline | None) -> Targets:
+    mask = rollout.response_mask.float()
+    if algorithm.returns == "trl_gae":
+        _, returns = gae(rewards, rollout.values, mask, ppo.gamma, ppo.lam, whiten=False)
+    else:
+        returns = discounted_returns(rewards, mask, ppo.gamma)
+    advantages = masked_whiten(returns, mask) * mask if algorithm.whiten_returns else returns
+    return Targets(advantages, returns, rewards)
+
+
+def _reinforce_targets(algorithm: AlgorithmConfig, ppo: PPOConfig, rollout: Rollout, rewards: torch.Tensor,
+                       baseline: MovingAverageBaseline | None) -> Targets:
+    assert baseline is not None, f"{algorithm.name} needs a moving-average baseline"
+    mask = rollout.response_mask.float()
+    returns = discounted_returns(rewards, mask, ppo.gamma)
+    sequence_return = returns[:, 0]
+    level = baseline.value if baseline.initialised else sequence_return.mean().item()
+    baseline.update(sequence_return)
+    return Targets((returns - level) * mask, returns, rewards)
+
+
+# Each algorithm of the registry (cory.algorithms.registry) and how it turns rewards into targets.
+TARGETS: dict[str, Callable[..., Targets]] = {
+    "ppo": _ppo_targets, "reinforce_clip": _reinforce_clip_targets, "reinforce": _reinforce_targets,
+    "rloo": _group_targets, "grpo": _group_targets,
+}
+assert set(TARGETS) == set(ALGORITHMS), "every registered algorithm needs its targets"
+
+
 def compute_targets(
     algorithm: AlgorithmConfig,
     ppo: PPOConfig,
@@ -51,33 +94,9 @@ def compute_targets(
     """Advantages and returns for ``algorithm`` from (transformed) scores and the KL."""
     mask = rollout.response_mask.float()
     rewards = shape_rewards(scores, rollout.kl_tokens, mask, kl_coef)
-    name = algorithm.name
-    if name in ("rloo", "grpo"):
-        sequence_reward = rewards.sum(-1)
-        advantage = group_advantages(sequence_reward, algorithm.group_size, kind=name)
-        advantages = advantage[:, None] * mask
-        return Targets(advantages, advantages.clone(), rewards)
-    if ppo.whiten_rewards:
+    if ppo.whiten_rewards and not algorithm_named(algorithm.name).grouped:
         rewards = masked_whiten(rewards, mask, shift_mean=False) * mask
-    if name == "ppo":
-        advantages, returns = gae(rewards, rollout.values, mask, ppo.gamma, ppo.lam,
-                                  whiten=ppo.whiten_advantages)
-        return Targets(advantages, returns, rewards)
-    if name == "reinforce_clip":
-        if algorithm.returns == "trl_gae":
-            _, returns = gae(rewards, rollout.values, mask, ppo.gamma, ppo.lam, whiten=False)
-        else:
-            returns = discounted_returns(rewards, mask, ppo.gamma)
-        advantages = masked_whiten(returns, mask) * mask if algorithm.whiten_returns else returns
-        return Targets(advantages, returns, rewards)
-    returns = discounted_returns(rewards, mask, ppo.gamma)
-    if name == "reinforce":
-        assert baseline is not None, "reinforce needs a moving-average baseline"
-        sequence_return = returns[:, 0]
-        level = baseline.value if baseline.initialised else sequence_return.mean().item()
-        baseline.update(sequence_return)
-        return Targets((returns - level) * mask, returns, rewards)
-    raise ValueError(f"unknown algorithm {name!r}")
+    return TARGETS[algorithm.name](algorithm, ppo, rollout, rewards, baseline)
 
 
 def minibatch_loss(
@@ -88,7 +107,8 @@ def minibatch_loss(
     ``over_ranks`` turns a token mean of this rank's rows into the whole mini-batch's (a
     sharded agent's ranks each hold some rows); the ratio guard decides on that."""
     mask = batch.response_mask.float()
-    cliprange = float("inf") if algorithm.name == "reinforce" else ppo.cliprange
+    spec = algorithm_named(algorithm.name)
+    cliprange = ppo.cliprange if spec.clipped else float("inf")
     policy = clipped_policy_loss(out.logprobs, batch.old_logprobs, batch.advantages, mask, cliprange)
     stats = {
         "policy_loss": policy.loss.detach(),
@@ -97,7 +117,7 @@ def minibatch_loss(
         "ratio": policy.ratio_mean,
     }
     loss = policy.loss
-    if algorithm.name in USES_VALUE_LOSS:
+    if spec.value_loss:
         value = clipped_value_loss(out.values, batch.old_values, batch.returns, mask, ppo.cliprange_value)
         loss = loss + ppo.vf_coef * value.loss
         stats["value_loss"] = value.loss.detach()

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cory.agents.objectives import USES_VALUE_LOSS, returns_need_values
+from cory.agents.objectives import returns_need_values
+from cory.algorithms.registry import algorithm_named
 from cory.config import AlgorithmConfig, ElasticResetConfig, GenerationConfig, PPOConfig, RunConfig
 
 
@@ -58,7 +59,7 @@ class AgentSettings:
             algorithm=config.algorithm,
             elastic_reset=config.elastic_reset,
             bf16_autocast=config.mixed_precision == "bf16",
-            uses_values=(config.algorithm.name in USES_VALUE_LOSS or config.topology.answer == "value"
+            uses_values=(algorithm_named(config.algorithm.name).value_loss or config.topology.answer == "value"
                          or returns_need_values(config.algorithm)),
             fast=FastPath.of(config.ppo),
             dropout_as_trl=config.agents.dropout == "trl",

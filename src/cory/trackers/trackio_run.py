@@ -24,8 +24,11 @@ class TrackioRun:
     def held_step(self) -> int | None:
         from trackio.sqlite_storage import SQLiteStorage
 
-        held = SQLiteStorage.get_max_step_for_run(self.project, self.name)
-        return -1 if held is None else int(held)
+        # a step counts once its metrics row is stored: the sample table of a step is logged
+        # before its metrics and may have reached the database alone
+        logs = SQLiteStorage.get_logs(self.project, self.name)
+        steps = [int(log["step"]) for log in logs if any(k not in ("step", "timestamp", "samples") for k in log)]
+        return max(steps, default=-1)
 
     def log_metrics(self, step: int, row: dict[str, float]) -> None:
         self.run.log(row, step=step)

@@ -51,7 +51,9 @@ def history(path: Path) -> list[dict[str, str]]:
 
 
 def last_offline_step(wandb_dir: Path, run_id: str) -> int | None:
-    """The highest ``_step`` in every offline file of run ``run_id`` under ``wandb_dir``."""
+    """The highest ``_step`` with metrics (not only a sample table) in every offline file of
+    run ``run_id`` under ``wandb_dir``."""
     steps = [int(json.loads(row["_step"])) for path in Path(wandb_dir).glob(f"offline-run-*-{run_id}/run-{run_id}.wandb")
-             for row in history(path) if "_step" in row]
+             for row in history(path)
+             if "_step" in row and any(not k.startswith(("_", "samples")) for k in row)]
     return max(steps) if steps else None
