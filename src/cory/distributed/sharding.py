@@ -56,8 +56,9 @@ class Shards:
         return rows[self.rank::self.world]
 
     def total(self, value: float) -> float:
-        """The sum of ``value`` over every rank."""
-        summed = torch.tensor([value], dtype=torch.float64)
+        """The sum of ``value`` over every rank (on the GPU under NCCL, which has no CPU path)."""
+        device = f"cuda:{torch.cuda.current_device()}" if dist.get_backend() == "nccl" else "cpu"
+        summed = torch.tensor([value], dtype=torch.float64, device=device)
         dist.all_reduce(summed)
         return summed.item()
 
