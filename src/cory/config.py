@@ -18,6 +18,20 @@ from cory.errors import ConfigError
 from cory.methods import METHOD_PRESETS, METHODS
 
 @dataclass
+class VLLMConfig:
+    python: str = option(
+        "auto", help="interpreter that runs the engine; auto: $CORY_VLLM_PYTHON, else .venv-vllm/bin/python "
+                     "in the working folder or beside the cory source (`make vllm`), else this one")
+    gpu_memory_utilization: float = option(
+        0.3, gt=0, le=1, help="share of the GPU's memory the engine may take (the agents train beside it)")
+    cpu_kv_cache_gib: int = option(1, ge=1, help="KV cache on CPU, whole GiB (VLLM_CPU_KVCACHE_SPACE)")
+    max_model_len: int = option(0, ge=0, help="longest prompt + response the engine serves; 0: the model's context")
+    enforce_eager: bool = option(True, help="no CUDA graphs (they take minutes to capture at start)")
+    start_timeout: float = option(600.0, gt=0, help="seconds the engine may take to start or reload weights")
+    sample_timeout: float = option(1800.0, gt=0, help="seconds one batch of rollouts may take")
+
+
+@dataclass
 class GenerationConfig:
     max_new_tokens: int = option(16, ge=1, help="most tokens per response")
     min_new_tokens: int = option(
@@ -41,6 +55,10 @@ class GenerationConfig:
         False, help="the repetition penalty also counts the prompt's left padding as seen (with "
                     "pad = EOS it penalises EOS), as Hugging Face's generate under TRL 0.7's "
                     "batched generation does in the CORY authors' scripts")
+    engine: Literal["hf", "vllm"] = option(
+        "hf", help="hf: our decode loop in the agent's process; vllm: a vLLM engine per agent in its own "
+                   "process, weights pushed after every update (log-probs and values recomputed by the policy)")
+    vllm: VLLMConfig = option(VLLMConfig)
 
 
 @dataclass

@@ -138,8 +138,10 @@ def coerce(value: Any, tp: Any, key: str) -> Any:
             return str(value)
         raise _type_error(key, tp, value)
     if origin is Literal:
-        if value in get_args(tp):
-            return value
+        # YAML 1.1 reads a bare off / on as false / true.
+        word = ("on" if value else "off") if isinstance(value, bool) else value
+        if word in get_args(tp):
+            return word
         raise _type_error(key, tp, value)
     if origin in (list, typing.List):
         (item_type,) = get_args(tp)

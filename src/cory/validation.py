@@ -105,6 +105,8 @@ def validate(config: RunConfig) -> RunConfig:
         if config.ppo.mini_batch_size < shards:
             raise ConfigError(f"ppo.mini_batch_size: {config.ppo.mini_batch_size} rows cannot be split over "
                               f"agents.shards: {shards} ranks; raise it to at least {shards}")
+    if config.generation.engine == "vllm":
+        _check_vllm_engine(config)
     if config.reward.name == "python" and not config.reward.function:
         raise ConfigError("reward.function: reward 'python' needs 'module:function'")
     if config.reward.name == "remote" and not (config.reward.url or config.reward.urls):
@@ -141,3 +143,18 @@ def validate(config: RunConfig) -> RunConfig:
         raise ConfigError(f"mixed_precision: bf16 autocasts over float32 weights, but dtype is "
                           f"{config.dtype}; set dtype=float32 (or mixed_precision=no)")
     return config
+
+
+def _check_vllm_engine(config: RunConfig) -> None:
+    """What ``generation.engine: vllm`` cannot do (yet), each named with its way out."""
+    unsupported = {
+        "generation.penalise_padding": (config.generation.penalise_padding,
+                                        "vLLM sees no left padding; set it to false"),
+        "agents.dropout": (config.agents.dropout == "trl", "vLLM samples without dropout; set it to off"),
+        "agents.lora.enabled": (config.agents.lora.enabled,
+                                "LoRA agents sample with generation.engine: hf for now"),
+        "agents.shards": (config.agents.shards > 1, "sharded agents sample with generation.engine: hf for now"),
+    }
+    for key, (applies, fix) in unsupported.items():
+        if applies:
+            raise ConfigError(f"{key}: not available with generation.engine: vllm ({fix})")

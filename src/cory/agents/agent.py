@@ -35,12 +35,13 @@ from cory.algorithms.normalize import RunningMoments, transform_scores
 from cory.algorithms.ppo import explained_variance
 from cory.algorithms.reinforce import MovingAverageBaseline
 from cory.distributed.sharding import Shards, full, gathered, shard_policy
+from cory.engines.vllm_engine import VLLMEngine
 from cory.errors import CoryError
-from cory.models.generation import StopStrings, sample
+from cory.models.generation import Generation, SamplingSettings, StopStrings, sample
 from cory.models.policy import Policy, PolicyOutput, ValueHead, compile_policy, hidden_size_of, score_sequences
 from cory.models.reference import Reference
 from cory.rollout import MiniBatch, Rollout
-from cory.seeding import generator
+from cory.seeding import derive_seed, generator
 from cory.types import Reply, Stats
 
 
@@ -85,6 +86,14 @@ class Agent:
         self.rollout: Rollout | None = None
         # agents.dropout: trl -- train mode from the first update until a rebuild (a reset).
         self.dropout_active = False
+        self.engine = self._engine() if settings.generation.engine == "vllm" else None
+        self.sampler_logprob_gap: float | None = None  # vLLM's log-probs against the policy's
+
+    def _engine(self) -> VLLMEngine:
+        gen = self.settings.generation
+        longest = gen.vllm.max_model_len or self.prompts.limit + gen.max_new_tokens
+        return VLLMEngine(self.name, self.policy.lm, self.tokenizer, gen.vllm, self.settings.seed,
+                          longest, self.device, self.settings.threads)
 
     # ------------------------------------------------------------------ set-up
     def activate(self) -> None:
@@ -138,12 +147,16 @@ class Agent:
         # Created on the model's device: torch.multinomial needs its generator there.
         sampler = generator("sample", settings.seed, step, self.index, phase, device=self.device)
         from_sampling = settings.fast.scores_from_generation
-        generated = sample(
-            self.policy.lm, query_ids, query_mask, sampling_settings(gen, greedy), self.stop_ids,
-            self.tokenizer.pad_token_id, generator=sampler,
-            value_head=self.policy.value_head if from_sampling and settings.uses_values else None,
-            max_new_per_row=self._token_budgets(len(prompts), step, phase, budgets),
-            stop_strings=self.stop_strings)
+        how = sampling_settings(gen, greedy)
+        row_budgets = self._token_budgets(len(prompts), step, phase, budgets)
+        if self.engine is not None:
+            generated = self._sample_on_engine(query_ids, query_mask, how, row_budgets, step, phase)
+        else:
+            generated = sample(
+                self.policy.lm, query_ids, query_mask, how, self.stop_ids,
+                self.tokenizer.pad_token_id, generator=sampler,
+                value_head=self.policy.value_head if from_sampling and settings.uses_values else None,
+                max_new_per_row=row_budgets, stop_strings=self.stop_strings)
         response_ids, response_mask = generated.response_ids, generated.response_mask
         generated_at = time.perf_counter()
         mask = response_mask.float()
@@ -156,6 +169,8 @@ class Agent:
                                   head_on_response_only=settings.fast.head_on_response_only,
                                   with_values=settings.uses_values)
             logprobs, values, policy_logits = out.logprobs * mask, out.values * mask, out.logits
+            if self.engine is not None and keep:
+                self.sampler_logprob_gap = self._logprob_gap(generated.logprobs, logprobs, mask, how)
         ref_logprobs = reference.logprobs * mask
         kl_tokens = kl_per_token(
             logprobs, ref_logprobs, settings.ppo.kl_penalty,
@@ -182,6 +197,26 @@ class Agent:
             prompt_length=query_mask.sum(-1).float().mean().item(),
             seconds={"generate": generated_at - started, "reference": finished - generated_at},
         )
+
+    def _sample_on_engine(self, query_ids: torch.Tensor, query_mask: torch.Tensor, how: SamplingSettings,
+                          budgets: torch.Tensor | None, step: int, phase: str) -> Generation:
+        """Sample on the vLLM engine, one request seed per row (drawn like our sampler's)."""
+        assert self.engine is not None
+        rows = query_ids.shape[0]
+        seeds = [derive_seed("sample", self.settings.seed, step, self.index, phase, row) & 0x7FFFFFFF
+                 for row in range(rows)]
+        limits = budgets.tolist() if budgets is not None else [how.max_new_tokens] * rows
+        return self.engine.sample(query_ids, query_mask, how, self.stop_ids, self.tokenizer.pad_token_id,
+                                  seeds, limits, self.stop_strings.strings)
+
+    @staticmethod
+    def _logprob_gap(sampled: torch.Tensor, recomputed: torch.Tensor, mask: torch.Tensor,
+                     how: SamplingSettings) -> float | None:
+        """Largest |engine - policy| log-prob over response tokens. vLLM reports log-probs
+        before temperature, so the comparison holds at temperature 1 only (else None)."""
+        if how.temperature != 1.0 or not bool(mask.any()):
+            return None
+        return float(((sampled.to(recomputed.device) - recomputed).abs() * mask).max())
 
     def _score_reference(self, query_ids: torch.Tensor, query_mask: torch.Tensor,
                          response_ids: torch.Tensor, response_mask: torch.Tensor) -> PolicyOutput:
@@ -247,6 +282,11 @@ class Agent:
             "elastic_reset": float(reset),
             "time/update": time.perf_counter() - started,
         })
+        if self.engine is not None:
+            self.engine.current = False  # pushed before the next rollout
+            if self.sampler_logprob_gap is not None:
+                stats["sampler_logprob_gap"] = self.sampler_logprob_gap
+            stats["time/weight_push"] = self.engine.seconds_loading
         return stats
 
     def _minibatch_groups(self, size: int, step: int, epoch: int) -> list[list[torch.Tensor]]:
@@ -349,6 +389,13 @@ class Agent:
     def read_state(self, folder: Path, meta: dict[str, Any]) -> None:
         """Restore from checkpoint folder ``folder`` and the metadata ``write_state`` returned."""
         read_agent_state(self, folder, meta)
+        if self.engine is not None:
+            self.engine.current = False
+
+    def close(self) -> None:
+        """Stop this agent's rollout engine, if it has one."""
+        if self.engine is not None:
+            self.engine.close()
 
     def save_pretrained(self, folder: Path) -> None:
         """A Hugging Face folder with the value head: loadable as a model spec."""

@@ -79,4 +79,6 @@ class LocalAgents:
             agent.save_pretrained(Path(folder) / agent.name)
 
     def close(self) -> None:
-        """Nothing to release for in-process agents."""
+        """Stop the agents' rollout engines (vLLM), if any."""
+        for agent in self.agents:
+            agent.close()

@@ -21,11 +21,12 @@ class FastPath:
     fused_adamw: bool             # AdamW's fused kernel
 
     @classmethod
-    def of(cls, ppo: PPOConfig) -> FastPath:
+    def of(cls, ppo: PPOConfig, engine: str = "hf") -> FastPath:
         on = ppo.fast_path
-        # kl_penalty 'full' needs the whole policy distribution, which sampling does not keep.
-        return cls(scores_from_generation=on and ppo.kl_penalty != "full", trim_padding=on,
-                   head_on_response_only=on, fused_adamw=on)
+        # kl_penalty 'full' needs the whole policy distribution, which sampling does not keep;
+        # a vLLM engine keeps no values, and its log-probs are not the trained policy's.
+        return cls(scores_from_generation=on and ppo.kl_penalty != "full" and engine == "hf",
+                   trim_padding=on, head_on_response_only=on, fused_adamw=on)
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,7 @@ class AgentSettings:
     dropout_as_trl: bool = False         # train-mode update, and sampling in train mode after it
     shards: int = 1                      # ranks holding this agent (FSDP2)
     length_cycle: int | None = None      # per-batch length draws repeat with this period
+    threads: int | None = None           # CPU threads (a vLLM engine on CPU binds as many cores)
 
     @classmethod
     def of(cls, config: RunConfig) -> AgentSettings:
@@ -61,8 +63,9 @@ class AgentSettings:
             bf16_autocast=config.mixed_precision == "bf16",
             uses_values=(algorithm_named(config.algorithm.name).value_loss or config.topology.answer == "value"
                          or returns_need_values(config.algorithm)),
-            fast=FastPath.of(config.ppo),
+            fast=FastPath.of(config.ppo, config.generation.engine),
             dropout_as_trl=config.agents.dropout == "trl",
             shards=config.agents.shards,
             length_cycle=config.roles.swap_every if config.roles.repeat_lengths_after_swap else None,
+            threads=config.threads,
         )

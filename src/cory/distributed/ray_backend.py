@@ -70,6 +70,9 @@ class AgentWorker:
     def save_pretrained(self, folder: Path) -> None:
         self.agent.save_pretrained(folder)
 
+    def close(self) -> None:
+        self.agent.close()
+
 
 class RewardWorker:
     """Runs a reward function inside an actor of its own."""
@@ -221,6 +224,11 @@ class RayAgents:
         self.restarts += 1
 
     def close(self) -> None:
+        """Let each agent stop its rollout engine, then end the actors."""
+        try:
+            self._ray.get([actor.close.remote() for actor in self._every_process()], timeout=60)
+        except Exception:  # an actor already gone or stuck: its engine exits with it
+            pass
         for actor in self._every_process():
             self._ray.kill(actor, no_restart=True)
         self.actors = []

@@ -14,7 +14,7 @@ from pathlib import Path
 from cory.errors import ConfigError
 
 PACKAGED_NAMES = ("smollm2-135m", "gemma3-270m")
-TINY_SPECS = ("tiny-random", "tiny-random-gpt2")
+TINY_SPECS = ("tiny-random", "tiny-random-gpt2", "tiny-random-h32")
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
 

@@ -2,7 +2,8 @@
 
 ``tiny-random`` is a Llama with a character-level vocabulary; ``tiny-random-gpt2`` is a GPT-2
 with a small byte-level BPE vocabulary. Their vocabularies differ, so together they make a
-heterogeneous pair for tests.
+heterogeneous pair for tests. ``tiny-random-h32`` is the Llama with two heads of size 32, the
+smallest head size vLLM's CPU attention runs (engine tests).
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ def bpe_tokenizer(vocab_size: int = 320) -> PreTrainedTokenizerFast:
 
 def build_tiny(spec: str, seed: int = 0) -> tuple[PreTrainedModel, PreTrainedTokenizerFast]:
     """Build one of ``TINY_SPECS`` with weights drawn from ``seed``."""
-    tokenizer = char_tokenizer() if spec == "tiny-random" else bpe_tokenizer()
+    tokenizer = bpe_tokenizer() if spec == "tiny-random-gpt2" else char_tokenizer()
     ids = {
         "vocab_size": len(tokenizer),
         "pad_token_id": tokenizer.pad_token_id,
@@ -90,6 +91,18 @@ def build_tiny(spec: str, seed: int = 0) -> tuple[PreTrainedModel, PreTrainedTok
                 **ids,
             )
             model: PreTrainedModel = LlamaForCausalLM(config)
+        elif spec == "tiny-random-h32":
+            config = LlamaConfig(
+                hidden_size=64,
+                intermediate_size=128,
+                num_hidden_layers=2,
+                num_attention_heads=2,
+                num_key_value_heads=1,
+                max_position_embeddings=512,
+                tie_word_embeddings=True,
+                **ids,
+            )
+            model = LlamaForCausalLM(config)
         elif spec == "tiny-random-gpt2":
             config = GPT2Config(
                 n_embd=48,

@@ -1,0 +1,246 @@
+"""Sampling an agent's rollouts on vLLM (``generation.engine: vllm``).
+
+The engine runs in a process of its own (``cory.engines.vllm_worker``), under the
+interpreter ``generation.vllm.python`` names, because vLLM pins its own torch and
+transformers. It starts on the agent's first rollout from a copy of the policy saved to a
+temporary folder, and maps a shared-memory file (``cory.engines.weights``) into which the
+agent writes its weights after every update; the engine then reloads them in place, so it
+never restarts during a run.
+
+What vLLM returns is turned into the :class:`Generation` our own sampler returns. Its
+log-probs are not used for learning: the agent recomputes log-probs and values with its
+policy (as PPO needs them from the policy that is trained), and reports the largest
+difference as ``sampler_logprob_gap``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from multiprocessing import Pipe
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from cory.config import VLLMConfig
+from cory.engines.weights import SharedWeights, layout
+from cory.errors import CoryError
+from cory.models.generation import Generation, SamplingSettings
+
+_SOURCE_ROOT = Path(__file__).resolve().parents[2]  # the folder holding the cory package
+_INSTALL_HINT = ("install vLLM with `make vllm` (CPU: its own environment in .venv-vllm) or `pip install "
+                 "vllm` beside cory (GPU), or point generation.vllm.python at an interpreter that has it")
+
+
+def engine_python(setting: str) -> str:
+    """The interpreter that runs the engine. ``auto``: $CORY_VLLM_PYTHON, else a
+    ``.venv-vllm`` in the working folder or beside the cory source, else this one."""
+    if setting != "auto":
+        return setting
+    if os.environ.get("CORY_VLLM_PYTHON"):
+        return os.environ["CORY_VLLM_PYTHON"]
+    for root in (Path.cwd(), _SOURCE_ROOT.parent):
+        candidate = root / ".venv-vllm" / "bin" / "python"
+        if candidate.exists():
+            return str(candidate)
+    return sys.executable
+
+
+def sampling_params(settings: SamplingSettings, budget: int, seed: int, stop_ids: list[int],
+                    stop_strings: list[str]) -> dict[str, Any]:
+    """vLLM's ``SamplingParams`` for one row, as keyword arguments: the same filters, one
+    request seed, and our stop tokens as the only ones (EOS among them)."""
+    if settings.penalise_padding:
+        raise CoryError("generation.penalise_padding: vLLM sees no left padding; set it to false "
+                        "or use generation.engine: hf")
+    return {
+        "n": 1,
+        "max_tokens": budget,
+        "min_tokens": min(settings.min_new_tokens, budget),
+        "temperature": 0.0 if settings.greedy else settings.temperature,
+        "top_k": settings.top_k,
+        "top_p": settings.top_p,
+        "repetition_penalty": settings.repetition_penalty,
+        "seed": seed,
+        "logprobs": 0,
+        "stop_token_ids": stop_ids,
+        "ignore_eos": True,
+        "stop": stop_strings or None,
+        "include_stop_str_in_output": True,
+        "detokenize": bool(stop_strings),
+        "skip_special_tokens": False,
+    }
+
+
+def to_generation(answers: list[dict[str, Any]], query_ids: torch.Tensor, query_mask: torch.Tensor,
+                  pad_id: int) -> Generation:
+    """The engine's answers as a right-padded :class:`Generation` (values zero: the policy
+    computes them)."""
+    width = max(max((len(a["tokens"]) for a in answers), default=1), 1)
+    batch = len(answers)
+    ids = torch.full((batch, width), pad_id, dtype=torch.long)
+    mask = torch.zeros((batch, width), dtype=query_mask.dtype)
+    logprobs = torch.zeros((batch, width))
+    for row, answer in enumerate(answers):
+        n = len(answer["tokens"])
+        ids[row, :n] = torch.tensor(answer["tokens"], dtype=torch.long)
+        mask[row, :n] = 1
+        logprobs[row, :n] = torch.tensor(answer["logprobs"], dtype=torch.float32)
+    device = query_ids.device
+    return Generation(
+        query_ids=query_ids, query_mask=query_mask, response_ids=ids.to(device),
+        response_mask=mask.to(device), logprobs=logprobs.to(device),
+        values=torch.zeros((batch, width), device=device),
+        hit_length_limit=torch.tensor([a["finish"] == "length" for a in answers], device=device))
+
+
+def _exception_line(text: str) -> str:
+    """The exception a traceback ends with: the line naming it and the few lines of detail
+    some libraries (pydantic) put after it."""
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    named = [i for i, line in enumerate(lines) if line.split(":")[0].endswith(("Error", "Exception"))]
+    if not named:
+        return lines[-1] if lines else "(no message)"
+    return " ".join(line for line in lines[named[-1]:named[-1] + 3] if not line.startswith("For further"))
+
+
+class VLLMEngine:
+    """One agent's vLLM engine. ``name`` labels its messages; ``device`` is the agent's."""
+
+    def __init__(self, name: str, lm: torch.nn.Module, tokenizer: Any, config: VLLMConfig,
+                 seed: int, max_model_len: int, device: torch.device, threads: int | None) -> None:
+        self.name, self.lm, self.tokenizer, self.config = name, lm, tokenizer, config
+        self.seed, self.max_model_len, self.device, self.threads = seed, max_model_len, device, threads
+        self.python = engine_python(config.python)
+        self.process: subprocess.Popen | None = None
+        self.connection: Connection | None = None
+        self.weights: SharedWeights | None = None
+        self.folder: str | None = None
+        self.version: str | None = None
+        self.current = False  # whether the engine holds the policy's present weights
+        self.seconds_loading = 0.0
+        self.seconds_starting = 0.0
+
+    # ---------------------------------------------------------------- lifetime
+    def _environment(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(_SOURCE_ROOT), env.get("PYTHONPATH")]))
+        if self.device.type == "cpu":
+            env.setdefault("VLLM_CPU_KVCACHE_SPACE", str(self.config.cpu_kv_cache_gib))
+            cores = max(1, min(self.threads or os.cpu_count() or 1, os.cpu_count() or 1))
+            env.setdefault("VLLM_CPU_OMP_THREADS_BIND", f"0-{cores - 1}")
+            env.setdefault("VLLM_CPU_NUM_OF_RESERVED_CPU", "0")
+        elif self.device.index is not None:
+            visible = env.get("CUDA_VISIBLE_DEVICES")
+            env["CUDA_VISIBLE_DEVICES"] = (visible.split(",")[self.device.index] if visible
+                                           else str(self.device.index))
+        return env
+
+    def start(self) -> None:
+        """Save the policy, start the engine's process on it and map the weight file."""
+        started = time.perf_counter()
+        self.folder = tempfile.mkdtemp(prefix=f"cory-vllm-{self.name}-")
+        self.lm.save_pretrained(self.folder)
+        self.tokenizer.save_pretrained(self.folder)
+        tensors = self._tensors()
+        self.weights = SharedWeights(layout(tensors), prefix=f"cory-vllm-{self.name}-")
+        self.weights.write(tensors)
+        ours, theirs = Pipe()
+        self._log = open(Path(self.folder) / "engine.log", "wb")
+        try:
+            self.process = subprocess.Popen(
+                [self.python, "-m", "cory.engines.vllm_worker", str(theirs.fileno())],
+                pass_fds=[theirs.fileno()], env=self._environment(), stdout=self._log,
+                stderr=subprocess.STDOUT)
+        except OSError as error:
+            self.close()
+            raise CoryError(f"generation.vllm.python: cannot run {self.python!r} ({error}); {_INSTALL_HINT}") from None
+        theirs.close()
+        self.connection = ours
+        dtype = str(next(self.lm.parameters()).dtype).removeprefix("torch.")
+        self.version = self._call({"op": "start", "args": {
+            "model": self.folder, "dtype": dtype, "max_model_len": self.max_model_len,
+            "seed": self.seed, "gpu_memory_utilization": self.config.gpu_memory_utilization,
+            "enforce_eager": self.config.enforce_eager, "weights": self.weights.path,
+            "slots": self.weights.slots}, "leftovers": [self.weights.path, self.folder]},
+            self.config.start_timeout)
+        self.current = True
+        self.seconds_starting = time.perf_counter() - started
+
+    def close(self) -> None:
+        """Stop the engine's process and remove its folder and weight file."""
+        if self.connection is not None and self.process is not None and self.process.poll() is None:
+            try:
+                self.connection.send({"op": "close"})
+                self.process.wait(timeout=30)
+            except (OSError, subprocess.TimeoutExpired):
+                self.process.kill()
+        if self.connection is not None:
+            self.connection.close()
+        if self.weights is not None:
+            self.weights.close()
+        if self.folder is not None:
+            self._log.close()
+            shutil.rmtree(self.folder, ignore_errors=True)
+        self.process = self.connection = self.weights = self.folder = None
+        self.current = False
+
+    # -------------------------------------------------------------- messages
+    def _call(self, message: dict[str, Any], timeout: float) -> Any:
+        assert self.connection is not None and self.process is not None
+        self.connection.send(message)
+        deadline = time.monotonic() + timeout
+        while not self.connection.poll(1.0):
+            if self.process.poll() is not None:
+                raise CoryError(self._failure(f"the engine's process exited with code {self.process.returncode}"))
+            if time.monotonic() > deadline:
+                raise CoryError(self._failure(f"no answer to '{message['op']}' within {timeout:.0f} s "
+                                              "(generation.vllm.start_timeout)"))
+        reply = self.connection.recv()
+        if "error" in reply:
+            raise CoryError(self._failure(_exception_line(reply["error"])))
+        return reply["ok"]
+
+    def _failure(self, what: str) -> str:
+        log = Path(self.folder or "") / "engine.log"
+        tail = log.read_text(errors="replace").strip().splitlines()[-12:] if log.is_file() else []
+        missing = any("No module named 'vllm'" in line for line in tail) or "No module named 'vllm'" in what
+        if any("CPU Generator does not use offset" in line for line in tail):
+            return (f"{self.name}: vLLM engine: its KV cache filled up and it preempted a seeded request, which "
+                    "vLLM's CPU sampler cannot resume; raise generation.vllm.cpu_kv_cache_gib (it must hold "
+                    "ppo.batch_size x (prompt + generation.max_new_tokens) tokens)")
+        hint = _INSTALL_HINT if missing else "its log ends:\n  " + "\n  ".join(tail)
+        return f"{self.name}: vLLM engine ({self.python}): {what}; {hint}"
+
+    # -------------------------------------------------------------- the work
+    def _tensors(self) -> dict[str, torch.Tensor]:
+        return {name: tensor.detach().to("cpu", copy=False) for name, tensor in self.lm.state_dict().items()}
+
+    def push_weights(self) -> None:
+        """Write the policy's weights into the shared file and reload them in the engine."""
+        started = time.perf_counter()
+        assert self.weights is not None
+        self.weights.write(self._tensors())
+        self._call({"op": "load"}, self.config.start_timeout)
+        self.current = True
+        self.seconds_loading = time.perf_counter() - started
+
+    def sample(self, query_ids: torch.Tensor, query_mask: torch.Tensor, settings: SamplingSettings,
+               stop_ids: list[int], pad_id: int, seeds: list[int], budgets: list[int],
+               stop_strings: list[str]) -> Generation:
+        """Sample one answer per left-padded prompt row, each with its seed and token budget."""
+        if self.process is None:
+            self.start()
+        elif not self.current:
+            self.push_weights()
+        requests = [{"prompt": ids[mask.bool()].tolist(),
+                     "params": sampling_params(settings, budget, seed, stop_ids, stop_strings)}
+                    for ids, mask, seed, budget in zip(query_ids.cpu(), query_mask.cpu(), seeds, budgets)]
+        answers = self._call({"op": "sample", "requests": requests}, self.config.sample_timeout)
+        return to_generation(answers, query_ids, query_mask, pad_id)

@@ -1,0 +1,224 @@
+"""Rollouts on vLLM (``generation.engine: vllm``).
+
+The first tests need no vLLM: the translation of our sampling settings, the shape of what
+comes back, the shared weight file, the errors. The rest start real engines and run where
+vLLM is installed (``make vllm`` makes .venv-vllm, which the engine finds by itself); they
+skip elsewhere, saying so.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from cory.engines.vllm_engine import engine_python, sampling_params, to_generation
+from cory.engines.weights import SharedWeights, layout, read_shared
+from cory.errors import ConfigError, CoryError
+from cory.models.generation import SamplingSettings
+from helpers.training import run_trainer
+
+
+def _has_vllm(python: str) -> bool:
+    probe = "import importlib.util, sys; sys.exit(importlib.util.find_spec('vllm') is None)"
+    try:
+        return subprocess.run([python, "-c", probe], capture_output=True, timeout=60).returncode == 0
+    except OSError:
+        return False
+
+
+ENGINE_PYTHON = engine_python("auto")
+needs_vllm = pytest.mark.skipif(not _has_vllm(ENGINE_PYTHON),
+                                reason=f"vLLM is not installed for {ENGINE_PYTHON} (make vllm)")
+
+
+def vllm_config(make_config, **extra):
+    settings = {"model": "tiny-random-h32", "threads": 1, "generation__engine": "vllm",
+                "generation__max_new_tokens": 8}
+    return make_config(**{**settings, **extra})
+
+
+# ------------------------------------------------------------------ no engine needed
+def test_sampling_settings_become_vllm_parameters():
+    settings = SamplingSettings(max_new_tokens=16, min_new_tokens=3, temperature=0.7, top_k=5, top_p=0.9,
+                                repetition_penalty=1.2)
+    params = sampling_params(settings, budget=2, seed=7, stop_ids=[1, 9], stop_strings=["\n"])
+    assert params["max_tokens"] == 2 and params["min_tokens"] == 2  # never above the row's budget
+    assert (params["temperature"], params["top_k"], params["top_p"]) == (0.7, 5, 0.9)
+    assert params["repetition_penalty"] == 1.2 and params["seed"] == 7
+    # Our stop tokens are the only ones; the log-prob of each sampled token comes back.
+    assert params["stop_token_ids"] == [1, 9] and params["ignore_eos"] and params["logprobs"] == 0
+    assert params["stop"] == ["\n"] and params["detokenize"]
+    greedy = sampling_params(SamplingSettings(greedy=True), budget=4, seed=0, stop_ids=[1], stop_strings=[])
+    assert greedy["temperature"] == 0.0 and greedy["stop"] is None and not greedy["detokenize"]
+    with pytest.raises(CoryError, match="generation.penalise_padding"):
+        sampling_params(SamplingSettings(penalise_padding=True), 4, 0, [1], [])
+
+
+def test_engine_answers_become_a_right_padded_generation():
+    query = torch.tensor([[0, 5, 6], [7, 8, 9]])
+    answers = [{"tokens": [3, 1], "logprobs": [-0.5, -1.0], "finish": "stop"},
+               {"tokens": [4, 4, 4], "logprobs": [-0.1, -0.2, -0.3], "finish": "length"}]
+    generated = to_generation(answers, query, (query > 0).long(), pad_id=0)
+    assert generated.response_ids.tolist() == [[3, 1, 0], [4, 4, 4]]
+    assert generated.response_mask.tolist() == [[1, 1, 0], [1, 1, 1]]
+    assert torch.allclose(generated.logprobs, torch.tensor([[-0.5, -1.0, 0.0], [-0.1, -0.2, -0.3]]))
+    assert generated.hit_length_limit.tolist() == [False, True]
+
+
+def test_shared_weights_are_seen_by_a_reader_after_each_write():
+    tensors = {"a": torch.randn(3, 5), "b": torch.randn(7).bfloat16(), "c": torch.arange(4)}
+    shared = SharedWeights(layout(tensors))
+    try:
+        shared.write(tensors)
+        read = dict(read_shared(shared.path, shared.slots))
+        assert all(torch.equal(read[name], tensors[name]) for name in tensors)
+        assert all(slot.offset % 64 == 0 for slot in shared.slots)
+        tensors["a"].add_(1.0)
+        shared.write(tensors)
+        assert torch.equal(read["a"], tensors["a"])  # the same mapping, no re-read
+    finally:
+        shared.close()
+    assert not Path(shared.path).exists()
+
+
+@pytest.mark.parametrize("key, value", [("generation__penalise_padding", True), ("agents__dropout", "trl"),
+                                        ("agents__lora__enabled", True)])
+def test_what_vllm_cannot_do_is_refused_at_load(make_config, key, value):
+    with pytest.raises(ConfigError, match=key.replace("__", ".")):
+        vllm_config(make_config, **{key: value})
+
+
+@pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="this interpreter has vLLM")
+def test_an_interpreter_without_vllm_is_named_with_the_way_to_install_it(make_config):
+    config = vllm_config(make_config, generation__vllm__python=sys.executable, steps=1)
+    with pytest.raises(CoryError, match="make vllm") as error:
+        run_trainer(config)
+    assert sys.executable in str(error.value)
+    assert not list(Path(tempfile.gettempdir()).glob("cory-vllm-agent0-*"))
+
+
+# ------------------------------------------------------------------- real engines
+@pytest.fixture(scope="module")
+def engine_agent(tmp_path_factory):
+    from conftest import tiny_config
+
+    from cory.agents.factory import build_agents
+
+    config = tiny_config(tmp_path_factory.mktemp("engine"), model="tiny-random-h32", threads=1,
+                         generation__engine="vllm", generation__max_new_tokens=8)
+    (agent,) = build_agents(config, indices=[0])
+    yield agent
+    agent.close()
+
+
+PROMPTS = ["hello there", "a b c d e f", "xyz", "the movie was"]
+
+
+def greedy_texts(agent, step: int) -> list[str]:
+    return agent.generate(PROMPTS, step, phase="eval", greedy=True, keep=False).texts
+
+
+def our_greedy_texts(agent, step: int) -> list[str]:
+    engine, agent.engine = agent.engine, None
+    try:
+        return greedy_texts(agent, step)
+    finally:
+        agent.engine = engine
+
+
+@needs_vllm
+def test_seeded_rollouts_repeat_honour_budgets_and_match_the_policys_logprobs(engine_agent):
+    first = engine_agent.generate(PROMPTS, step=3)
+    assert engine_agent.sampler_logprob_gap is not None and engine_agent.sampler_logprob_gap < 1e-4
+    again = engine_agent.generate(PROMPTS, step=3)
+    other_step = engine_agent.generate(PROMPTS, step=4)
+    assert first.texts == again.texts and first.texts != other_step.texts
+    budgets = [1, 2, 5, 8]
+    limited = engine_agent.generate(PROMPTS, step=3, budgets=budgets)
+    assert all(n <= b for n, b in zip(limited.lengths, budgets))
+    assert limited.hit_length_limit == [n == b for n, b in zip(limited.lengths, budgets)]
+
+
+@needs_vllm
+def test_updated_weights_reach_the_engine_without_a_restart(engine_agent):
+    assert greedy_texts(engine_agent, 0) == our_greedy_texts(engine_agent, 0)
+    process = engine_agent.engine.process
+    with torch.no_grad():
+        generator = torch.Generator().manual_seed(0)
+        for param in engine_agent.policy.lm.parameters():
+            param.add_(torch.randn(param.shape, generator=generator) * 0.5)
+    ours = our_greedy_texts(engine_agent, 0)
+    engine_agent.engine.current = True  # pretend nothing changed: the engine answers as before
+    stale = greedy_texts(engine_agent, 0)
+    assert stale != ours
+    engine_agent.engine.current = False  # what update() says
+    assert greedy_texts(engine_agent, 0) == ours
+    assert engine_agent.engine.process is process and engine_agent.engine.seconds_loading > 0
+
+
+def engine_files() -> set[Path]:
+    found = set(Path(tempfile.gettempdir()).glob("cory-vllm-*"))
+    return found | (set(Path("/dev/shm").glob("cory-vllm-*")) if os.path.isdir("/dev/shm") else set())
+
+
+@needs_vllm
+def test_cory_trains_on_vllm_engines_and_leaves_nothing_behind(make_config, tmp_path):
+    config = vllm_config(make_config, method="cory", steps=3, eval_every=3, output_dir=str(tmp_path / "run"))
+    before = engine_files()
+    trainer = run_trainer(config)
+    rows = [row for row in trainer.rows if "agent0/kl_coef" in row]
+    assert [row["step"] for row in rows] == [0, 1, 2]
+    for row in rows:  # after every weight push the engines sample from the trained policies
+        assert row["agent0/sampler_logprob_gap"] < 1e-4 and row["agent1/sampler_logprob_gap"] < 1e-4
+    assert rows[-1]["agent0/time/weight_push"] > 0 and rows[-1]["kl"] > 0
+    assert "eval/task_reward" in trainer.final
+    assert engine_files() <= before
+    assert all(agent.engine.process is None for agent in trainer.agents.agents)
+
+
+KILLED_TRAINER = """
+import sys, time
+sys.path.insert(0, {tests!r})
+from conftest import tiny_config
+from cory.agents.factory import build_agents
+config = tiny_config(__import__("pathlib").Path({folder!r}), model="tiny-random-h32", threads=1,
+                     generation__engine="vllm", generation__max_new_tokens=4)
+(agent,) = build_agents(config, indices=[0])
+agent.generate(["hello"], step=0)
+print(agent.engine.process.pid, agent.engine.weights.path, agent.engine.folder, flush=True)
+time.sleep(600)
+"""
+
+
+@needs_vllm
+def test_an_engine_outlives_no_trainer_killed_outright(tmp_path):
+    script = KILLED_TRAINER.format(tests=str(Path(__file__).parent), folder=str(tmp_path))
+    trainer = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
+                               env={**os.environ, "OMP_NUM_THREADS": "1"})
+    try:
+        pid, weights, folder = trainer.stdout.readline().split()
+        assert Path(weights).exists() and Path(folder).is_dir()
+    finally:
+        trainer.kill()
+        trainer.wait()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and (Path(weights).exists() or _alive(int(pid))):
+        time.sleep(0.5)
+    assert not _alive(int(pid)) and not Path(weights).exists() and not Path(folder).exists()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    status = Path(f"/proc/{pid}/stat")
+    return not (status.exists() and status.read_text().split()[2] == "Z")  # a zombie has exited
