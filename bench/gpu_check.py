@@ -7,8 +7,9 @@ in bf16 weights and under bf16 autocast), checks that each completes with finite
 checks that a run resumed from a checkpoint repeats the uninterrupted run exactly
 (``deterministic: true``), places CORY's two agents on two GPUs when there are two, shards
 one agent over every GPU it finds (``agents.shards``, FSDP2; the metrics must match one
-process's), and
-prints seconds per phase, tokens per second and the update's model FLOP utilisation
+process's), trains CORY with rollouts on vLLM where vLLM is installed
+(``generation.engine: vllm``; vLLM's log-probs must match the policy's after every weight
+push), and prints seconds per phase, tokens per second and the update's model FLOP utilisation
 against the matmul peak it measures on the same GPU in the same dtype. Any failure exits
 non-zero. On a machine without CUDA it prints "no CUDA device" and exits 0;
 ``--allow-cpu`` runs the same checks on the CPU (the test suite does, with the tiny model).
@@ -19,6 +20,7 @@ from __future__ import annotations
 import argparse
 import math
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -158,11 +160,34 @@ def check_sharding(model: str, device: str, n_gpus: int) -> None:
         raise RuntimeError(f"the sharded agent's first update differs from one process's by {first[0]:.1e}")
 
 
+def check_vllm(device: str) -> None:
+    """CORY on tiny-random-h32 with each agent's rollouts on a vLLM engine: after every
+    weight push vLLM's sampled log-probs must match the trained policy's."""
+    from cory.engines.vllm_engine import engine_python
+
+    python = engine_python("auto")
+    probe = subprocess.run([python, "-c", "import vllm"], capture_output=True)
+    if probe.returncode != 0:
+        print(f"  vllm: skipped (not installed for {python}; make vllm on CPU, pip install vllm on a GPU)")
+        return
+    with tempfile.TemporaryDirectory() as out:
+        trainer = train("tiny-random-h32", "cory", device, Path(out),
+                        ["steps=3", "generation.engine=vllm", "agents.dropout=off", "generation.penalise_padding=false"])
+    gaps = [r[f"agent{a}/sampler_logprob_gap"] for r in trainer.rows for a in (0, 1)
+            if f"agent{a}/sampler_logprob_gap" in r]
+    generate = statistics.mean(r["time/generate"] for r in trainer.rows if "time/generate" in r)
+    print(f"  vllm: CORY on tiny-random-h32, 3 iterations: largest log-prob gap {max(gaps):.1e} over "
+          f"{len(gaps)} rollouts; {generate:.2f} s per generation phase")
+    if max(gaps) > 1e-3:
+        raise RuntimeError(f"vLLM's log-probs differ from the policy's by {max(gaps):.1e}: stale weights?")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--models", nargs="+", default=["tiny-random", "smollm2-135m"])
     parser.add_argument("--iterations", type=int, default=3, help="timed iterations after one warm-up")
     parser.add_argument("--allow-cpu", action="store_true", help="run the checks on the CPU when there is no GPU")
+    parser.add_argument("--no-vllm", action="store_true", help="skip the vLLM engine check")
     args = parser.parse_args()
     if torch.cuda.is_available():
         device, n_gpus = "cuda", torch.cuda.device_count()
@@ -180,6 +205,7 @@ def main() -> int:
     failures = 0
     for check in [lambda: check_resume(args.models[0], device),
                   lambda: check_sharding(args.models[0], device, n_gpus),
+                  lambda: print("  vllm: skipped (--no-vllm)") if args.no_vllm else check_vllm(device),
                   *[lambda c=c: measure(c, device, args.iterations, peaks) for c in cases(args.models, n_gpus)]]:
         try:
             check()

@@ -90,10 +90,10 @@ def test_shared_weights_are_seen_by_a_reader_after_each_write():
 
 
 @pytest.mark.parametrize("key, value", [("generation__penalise_padding", True), ("agents__dropout", "trl"),
-                                        ("agents__lora__enabled", True)])
+                                        ("agents__shards", 2)])
 def test_what_vllm_cannot_do_is_refused_at_load(make_config, key, value):
     with pytest.raises(ConfigError, match=key.replace("__", ".")):
-        vllm_config(make_config, **{key: value})
+        vllm_config(make_config, backend="ray", **{key: value})
 
 
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="this interpreter has vLLM")
@@ -222,3 +222,16 @@ def _alive(pid: int) -> bool:
         return False
     status = Path(f"/proc/{pid}/stat")
     return not (status.exists() and status.read_text().split()[2] == "Z")  # a zombie has exited
+
+
+@needs_vllm
+def test_lora_agents_are_adapters_of_one_engine_reloaded_after_each_update(make_config, tmp_path):
+    config = vllm_config(make_config, method="cory", steps=3, eval_every=3, agents__lora__enabled=True,
+                         agents__lora__r=8, ppo__learning_rate=5e-2, output_dir=str(tmp_path / "run"))
+    trainer = run_trainer(config)
+    first, second = trainer.agents.agents
+    assert first.engine is second.engine and first.engine.lora_rank == 8
+    rows = [row for row in trainer.rows if "agent0/kl_coef" in row]
+    for row in rows:  # the engine samples from each adapter as the agent trained it
+        assert row["agent0/sampler_logprob_gap"] < 1e-4 and row["agent1/sampler_logprob_gap"] < 1e-4
+    assert rows[-1]["kl"] > 0.01  # the adapters did move the policy (B starts at zero)

@@ -51,7 +51,7 @@ class Agent:
     def __init__(self, index: int, lm: torch.nn.Module, tokenizer: PreTrainedTokenizerBase,
                  reference: Reference, stop_ids: list[int], settings: AgentSettings,
                  device: torch.device, adapter: str | None = None, use_chat: bool = False,
-                 stop_strings: list[str] = ()) -> None:
+                 stop_strings: list[str] = (), engine: VLLMEngine | None = None) -> None:
         self.index = index
         self.name = f"agent{index}"
         self.settings = settings
@@ -86,14 +86,16 @@ class Agent:
         self.rollout: Rollout | None = None
         # agents.dropout: trl -- train mode from the first update until a rebuild (a reset).
         self.dropout_active = False
-        self.engine = self._engine() if settings.generation.engine == "vllm" else None
+        # generation.engine: vllm -- agents with adapters on one peft base share its engine.
+        self.engine = engine or (self._engine() if settings.generation.engine == "vllm" else None)
         self.sampler_logprob_gap: float | None = None  # vLLM's log-probs against the policy's
 
     def _engine(self) -> VLLMEngine:
         gen = self.settings.generation
         longest = gen.vllm.max_model_len or self.prompts.limit + gen.max_new_tokens
+        lora = self.settings.lora_rank if self.adapter is not None else 0
         return VLLMEngine(self.name, self.policy.lm, self.tokenizer, gen.vllm, self.settings.seed,
-                          longest, self.device, self.settings.threads)
+                          longest, self.device, self.settings.threads, lora, self.settings.n_agents)
 
     # ------------------------------------------------------------------ set-up
     def activate(self) -> None:
@@ -207,7 +209,7 @@ class Agent:
                  for row in range(rows)]
         limits = budgets.tolist() if budgets is not None else [how.max_new_tokens] * rows
         return self.engine.sample(query_ids, query_mask, how, self.stop_ids, self.tokenizer.pad_token_id,
-                                  seeds, limits, self.stop_strings.strings)
+                                  seeds, limits, self.stop_strings.strings, adapter=self.adapter)
 
     @staticmethod
     def _logprob_gap(sampled: torch.Tensor, recomputed: torch.Tensor, mask: torch.Tensor,
@@ -283,7 +285,7 @@ class Agent:
             "time/update": time.perf_counter() - started,
         })
         if self.engine is not None:
-            self.engine.current = False  # pushed before the next rollout
+            self.engine.changed(self.adapter)  # pushed before the next rollout
             if self.sampler_logprob_gap is not None:
                 stats["sampler_logprob_gap"] = self.sampler_logprob_gap
             stats["time/weight_push"] = self.engine.seconds_loading
@@ -390,7 +392,7 @@ class Agent:
         """Restore from checkpoint folder ``folder`` and the metadata ``write_state`` returned."""
         read_agent_state(self, folder, meta)
         if self.engine is not None:
-            self.engine.current = False
+            self.engine.changed(self.adapter)
 
     def close(self) -> None:
         """Stop this agent's rollout engine, if it has one."""

@@ -14,6 +14,7 @@ import torch
 from cory.agents.agent import Agent
 from cory.agents.settings import AgentSettings
 from cory.config import RunConfig
+from cory.engines.vllm_engine import VLLMEngine
 from cory.errors import ConfigError
 from cory.models.reference import Reference, adapter_free_reference, frozen_reference
 from cory.models.registry import LoadedModel, load_model, stop_token_ids
@@ -71,6 +72,7 @@ def build_agents(config: RunConfig, task_chat: bool = False, stop_strings: list[
     references: dict[tuple[str, torch.device], Reference] = {}
     peft_bases: dict[str, torch.nn.Module] = {}
     settings = AgentSettings.of(config)
+    engines: dict[int, VLLMEngine] = {}  # generation.engine: vllm with LoRA: one engine per peft base
     agents = []
     for index in range(len(specs)) if indices is None else indices:
         spec, device = specs[index], devices[index]
@@ -92,7 +94,9 @@ def build_agents(config: RunConfig, task_chat: bool = False, stop_strings: list[
             reference, adapter = references[(spec, device)], None
         agent = Agent(index, lm, base.tokenizer, reference, stop_token_ids(base), settings, device,
                       adapter=adapter, use_chat=_use_chat(config, task_chat, base),
-                      stop_strings=stop_strings)
+                      stop_strings=stop_strings, engine=engines.get(id(lm)))
+        if agent.engine is not None and adapter is not None:
+            engines[id(lm)] = agent.engine
         if source != spec:
             agent.policy.load_value_head(source)  # a folder without one keeps the fresh head
         agents.append(agent)

@@ -48,6 +48,8 @@ class AgentSettings:
     shards: int = 1                      # ranks holding this agent (FSDP2)
     length_cycle: int | None = None      # per-batch length draws repeat with this period
     threads: int | None = None           # CPU threads (a vLLM engine on CPU binds as many cores)
+    lora_rank: int = 0                   # agents.lora.r when LoRA is on (a vLLM engine's adapter slots)
+    n_agents: int = 1                    # agents in the run (adapters one vLLM engine may hold)
 
     @classmethod
     def of(cls, config: RunConfig) -> AgentSettings:
@@ -68,4 +70,6 @@ class AgentSettings:
             shards=config.agents.shards,
             length_cycle=config.roles.swap_every if config.roles.repeat_lengths_after_swap else None,
             threads=config.threads,
+            lora_rank=config.agents.lora.r if config.agents.lora.enabled else 0,
+            n_agents=config.n_agents,
         )

@@ -5,7 +5,10 @@ interpreter ``generation.vllm.python`` names, because vLLM pins its own torch an
 transformers. It starts on the agent's first rollout from a copy of the policy saved to a
 temporary folder, and maps a shared-memory file (``cory.engines.weights``) into which the
 agent writes its weights after every update; the engine then reloads them in place, so it
-never restarts during a run.
+never restarts during a run. With LoRA the engine serves the frozen base and each agent's
+adapter (``agents.lora.shared_base``: one engine for every agent of the base); an agent's
+adapter is saved again after its update and reloaded in place by the next request that
+uses it.
 
 What vLLM returns is turned into the :class:`Generation` our own sampler returns. Its
 log-probs are not used for learning: the agent recomputes log-probs and values with its
@@ -34,6 +37,7 @@ from cory.errors import CoryError
 from cory.models.generation import Generation, SamplingSettings
 
 _SOURCE_ROOT = Path(__file__).resolve().parents[2]  # the folder holding the cory package
+_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)  # the ranks vLLM sizes its LoRA slots for
 _INSTALL_HINT = ("install vLLM with `make vllm` (CPU: its own environment in .venv-vllm) or `pip install "
                  "vllm` beside cory (GPU), or point generation.vllm.python at an interpreter that has it")
 
@@ -111,10 +115,12 @@ def _exception_line(text: str) -> str:
 
 
 class VLLMEngine:
-    """One agent's vLLM engine. ``name`` labels its messages; ``device`` is the agent's."""
+    """One agent's vLLM engine, or with ``lora_rank`` the engine of a peft base whose
+    agents are its adapters. ``name`` labels its messages; ``device`` is the agents'."""
 
     def __init__(self, name: str, lm: torch.nn.Module, tokenizer: Any, config: VLLMConfig,
-                 seed: int, max_model_len: int, device: torch.device, threads: int | None) -> None:
+                 seed: int, max_model_len: int, device: torch.device, threads: int | None,
+                 lora_rank: int = 0, max_loras: int = 1) -> None:
         self.name, self.lm, self.tokenizer, self.config = name, lm, tokenizer, config
         self.seed, self.max_model_len, self.device, self.threads = seed, max_model_len, device, threads
         self.python = engine_python(config.python)
@@ -124,6 +130,10 @@ class VLLMEngine:
         self.folder: str | None = None
         self.version: str | None = None
         self.current = False  # whether the engine holds the policy's present weights
+        self.lora_rank = min((r for r in _LORA_RANKS if r >= lora_rank), default=lora_rank) if lora_rank else 0
+        self.max_loras = max_loras
+        self.adapter_ids: dict[str, int] = {}  # LoRA: each adapter's id in the engine
+        self.changed_adapters: set[str] = set()  # LoRA: to save and reload before their next rollout
         self.seconds_loading = 0.0
         self.seconds_starting = 0.0
 
@@ -146,11 +156,14 @@ class VLLMEngine:
         """Save the policy, start the engine's process on it and map the weight file."""
         started = time.perf_counter()
         self.folder = tempfile.mkdtemp(prefix=f"cory-vllm-{self.name}-")
-        self.lm.save_pretrained(self.folder)
+        if self.lora_rank:
+            self._save_base()
+        else:
+            self.lm.save_pretrained(self.folder)
+            tensors = self._tensors()
+            self.weights = SharedWeights(layout(tensors), prefix=f"cory-vllm-{self.name}-")
+            self.weights.write(tensors)
         self.tokenizer.save_pretrained(self.folder)
-        tensors = self._tensors()
-        self.weights = SharedWeights(layout(tensors), prefix=f"cory-vllm-{self.name}-")
-        self.weights.write(tensors)
         ours, theirs = Pipe()
         self._log = open(Path(self.folder) / "engine.log", "wb")
         try:
@@ -167,8 +180,11 @@ class VLLMEngine:
         self.version = self._call({"op": "start", "args": {
             "model": self.folder, "dtype": dtype, "max_model_len": self.max_model_len,
             "seed": self.seed, "gpu_memory_utilization": self.config.gpu_memory_utilization,
-            "enforce_eager": self.config.enforce_eager, "weights": self.weights.path,
-            "slots": self.weights.slots}, "leftovers": [self.weights.path, self.folder]},
+            "enforce_eager": self.config.enforce_eager,
+            "weights": self.weights.path if self.weights else None,
+            "slots": self.weights.slots if self.weights else [],
+            "max_lora_rank": self.lora_rank, "max_loras": self.max_loras},
+            "leftovers": [self.weights.path if self.weights else "", self.folder]},
             self.config.start_timeout)
         self.current = True
         self.seconds_starting = time.perf_counter() - started
@@ -219,6 +235,28 @@ class VLLMEngine:
         return f"{self.name}: vLLM engine ({self.python}): {what}; {hint}"
 
     # -------------------------------------------------------------- the work
+    def _save_base(self) -> None:
+        """The peft model's frozen base, without adapters, as a Hugging Face folder."""
+        base = self.lm.get_base_model()
+        state = {name.replace(".base_layer", ""): tensor for name, tensor in base.state_dict().items()
+                 if "lora_" not in name}
+        base.save_pretrained(self.folder, state_dict=state)
+
+    def _save_adapter(self, adapter: str) -> str:
+        """Save ``adapter``'s present weights where the engine loads it from; its folder."""
+        started = time.perf_counter()
+        parent = Path(self.folder or "") / "adapters"
+        self.lm.save_pretrained(str(parent), selected_adapters=[adapter])
+        self.seconds_loading = time.perf_counter() - started
+        return str(parent / adapter)
+
+    def changed(self, adapter: str | None = None) -> None:
+        """The policy (or, with LoRA, ``adapter``) was updated: push it before the next rollout."""
+        if adapter is None:
+            self.current = False
+        else:
+            self.changed_adapters.add(adapter)
+
     def _tensors(self) -> dict[str, torch.Tensor]:
         return {name: tensor.detach().to("cpu", copy=False) for name, tensor in self.lm.state_dict().items()}
 
@@ -233,14 +271,23 @@ class VLLMEngine:
 
     def sample(self, query_ids: torch.Tensor, query_mask: torch.Tensor, settings: SamplingSettings,
                stop_ids: list[int], pad_id: int, seeds: list[int], budgets: list[int],
-               stop_strings: list[str]) -> Generation:
-        """Sample one answer per left-padded prompt row, each with its seed and token budget."""
+               stop_strings: list[str], adapter: str | None = None) -> Generation:
+        """Sample one answer per left-padded prompt row, each with its seed and token budget
+        (with LoRA: from ``adapter``)."""
         if self.process is None:
             self.start()
-        elif not self.current:
+        elif adapter is None and not self.current:
             self.push_weights()
-        requests = [{"prompt": ids[mask.bool()].tolist(),
+        lora = None
+        if adapter is not None:
+            reload = adapter in self.changed_adapters or adapter not in self.adapter_ids
+            path = self._save_adapter(adapter) if reload else str(Path(self.folder or "") / "adapters" / adapter)
+            self.adapter_ids.setdefault(adapter, len(self.adapter_ids) + 1)
+            lora = {"name": adapter, "id": self.adapter_ids[adapter], "path": path, "reload": reload}
+        requests = [{"prompt": ids[mask.bool()].tolist(), "lora": lora,
                      "params": sampling_params(settings, budget, seed, stop_ids, stop_strings)}
                     for ids, mask, seed, budget in zip(query_ids.cpu(), query_mask.cpu(), seeds, budgets)]
         answers = self._call({"op": "sample", "requests": requests}, self.config.sample_timeout)
+        if adapter is not None:
+            self.changed_adapters.discard(adapter)
         return to_generation(answers, query_ids, query_mask, pad_id)

@@ -5,8 +5,9 @@ environment of its own, since vLLM pins its own torch and transformers) and impo
 vLLM, torch, the standard library and ``cory.engines.weights``. It answers the trainer over
 the connection on file descriptor FD, one message at a time:
 
-- ``start``: build ``vllm.LLM`` on a model folder; map the shared weight file;
-- ``sample``: generate for token-id prompts, each with its own sampling parameters;
+- ``start``: build ``vllm.LLM`` on a model folder (with LoRA adapters on, if asked);
+- ``sample``: generate for token-id prompts, each with its own sampling parameters and,
+  with LoRA, its adapter (reloaded from its folder when the trainer says it changed);
 - ``load``: reload every weight from the shared file into the running engine;
 - ``close``: exit.
 
@@ -49,13 +50,14 @@ class Engine:
     """The vLLM engine of one model and the shared file its weights come from."""
 
     def __init__(self, model: str, dtype: str, max_model_len: int, seed: int,
-                 gpu_memory_utilization: float, enforce_eager: bool, weights: str,
-                 slots: list[Slot]) -> None:
+                 gpu_memory_utilization: float, enforce_eager: bool, weights: str | None,
+                 slots: list[Slot], max_lora_rank: int = 0, max_loras: int = 1) -> None:
         from vllm import LLM
 
+        lora = {"enable_lora": True, "max_lora_rank": max_lora_rank, "max_loras": max_loras} if max_lora_rank else {}
         self.llm = LLM(model=model, dtype=dtype, max_model_len=max_model_len, seed=seed,
                        gpu_memory_utilization=gpu_memory_utilization, enforce_eager=enforce_eager,
-                       enable_prefix_caching=False)
+                       enable_prefix_caching=False, **lora)
         self.weights, self.slots = weights, slots
         import vllm
 
@@ -67,13 +69,25 @@ class Engine:
 
         prompts = [TokensPrompt(prompt_token_ids=r["prompt"]) for r in requests]
         params = [SamplingParams(**r["params"]) for r in requests]
+        adapters = [self._adapter(r.get("lora")) for r in requests]
         answers = []
-        for output in self.llm.generate(prompts, params, use_tqdm=False):
+        outputs = self.llm.generate(prompts, params, use_tqdm=False,
+                                    lora_request=adapters if any(adapters) else None)
+        for output in outputs:
             completion = output.outputs[0]
             tokens = list(completion.token_ids)
             logprobs = [step[token].logprob for step, token in zip(completion.logprobs or [], tokens)]
             answers.append({"tokens": tokens, "logprobs": logprobs, "finish": completion.finish_reason})
         return answers
+
+    @staticmethod
+    def _adapter(lora: dict[str, Any] | None) -> Any:
+        """A LoRA request: the adapter's name, id and folder; ``reload`` when it changed."""
+        if lora is None:
+            return None
+        from vllm.lora.request import LoRARequest
+
+        return LoRARequest(lora["name"], lora["id"], lora["path"], load_inplace=lora["reload"])
 
     def load(self) -> None:
         slots = [dataclasses.asdict(slot) for slot in self.slots]
