@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from trl_env import ROOT, ensure_venv, legacy_model_folder, run_worker  # noqa: E402
 
 from cory.agents.factory import build_agents  # noqa: E402
-from cory.config import resolve  # noqa: E402
+from cory.loading import resolve  # noqa: E402
 from cory.configtree import deep_merge  # noqa: E402
 from cory.models.packaged import converted_folder  # noqa: E402
 

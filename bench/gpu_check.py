@@ -30,7 +30,7 @@ from pathlib import Path
 
 import torch
 
-from cory.config import load_config
+from cory.loading import load_config
 from cory.trainer import Trainer
 
 BASE = "configs/imdb/demo.yaml"

@@ -20,8 +20,8 @@ import threading
 import time
 import urllib.request
 
-from cory.config import load_config
-from cory.build import reward_of
+from cory.loading import load_config
+from cory.rewards import reward_of
 from cory.rewards.remote import RemoteReward
 from cory.tasks.base import Prompt
 

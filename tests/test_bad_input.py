@@ -4,7 +4,7 @@ import gzip
 
 import pytest
 
-from cory.config import load_config
+from cory.loading import load_config
 from cory.errors import CoryError
 from cory.sources import read_jsonl, read_texts
 
@@ -106,7 +106,7 @@ def test_reading_and_validating_a_config_imports_no_torch():
     import subprocess
     import sys
 
-    code = ("import sys; from cory.config import load_config; "
+    code = ("import sys; from cory.loading import load_config; "
             "load_config(None, ['method=cory', 'device=cuda:3', 'model=/somewhere/else']); "
             "print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

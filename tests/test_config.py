@@ -2,7 +2,9 @@
 
 import pytest
 
-from cory.config import RunConfig, config_to_yaml, load_config, resolve
+from cory.config import RunConfig, config_to_yaml
+
+from cory.loading import load_config, resolve
 from cory.configtree import parse_override
 from cory.errors import ConfigError
 
@@ -95,7 +97,7 @@ def test_cli_reports_config_errors_with_exit_code_2(capsys):
 def test_every_shipped_config_and_suite_resolves():
     from pathlib import Path
 
-    from cory.experiments import load_suite
+    from cory.suites import load_suite
 
     root = Path(__file__).resolve().parents[1] / "configs"
     configs = [p for p in root.rglob("*.yaml") if p.parent.name != "suites"]

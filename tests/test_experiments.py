@@ -6,7 +6,8 @@ import pytest
 import yaml
 
 from cory.errors import ConfigError
-from cory.experiments import load_suite, run_suite
+from cory.experiments import run_suite
+from cory.suites import load_suite
 from cory.suite_results import best_before_collapse
 
 BASE = {
@@ -145,7 +146,7 @@ def _run(name, seed, points):
 
 
 def test_pair_levels_belong_to_the_pair_alone():
-    from cory.experiments import AnalysisConfig
+    from cory.suites import AnalysisConfig
     from cory.suite_results import PRIMARY_MEASURE, pair_differences
 
     a, b = _run("a", 0, [(0, 0), (2, 1), (4, 2)]), _run("b", 0, [(0, 0), (4, 1)])

@@ -9,7 +9,8 @@ import torch
 
 from cory.agents.factory import build_agents
 from cory.agents.objectives import compute_targets, minibatch_loss
-from cory.config import AlgorithmConfig, PPOConfig, load_config
+from cory.config import AlgorithmConfig, PPOConfig
+from cory.loading import load_config
 from cory.models.generation import SamplingSettings, penalise_repetition, sample
 from cory.models.policy import PolicyOutput
 from cory.models.registry import load_model, stop_token_ids

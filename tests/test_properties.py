@@ -5,7 +5,7 @@ import string
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cory.config import load_config
+from cory.loading import load_config
 from cory.configtree import parse_override, set_dotted
 from cory.errors import ConfigError
 from cory.answers import extract_answer

@@ -17,7 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
-from cory.config import RunConfig, load_config, resolve
+from cory.config import RunConfig
+
+from cory.loading import load_config, resolve
 from cory.errors import ConfigError
 from cory.types import Prompt
 

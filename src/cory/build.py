@@ -8,12 +8,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import torch
-
 from cory.agents.group import AgentGroup
 from cory.config import RunConfig
 from cory.multi.roles import RoleSchedule
 from cory.multi.topology import Topology, topology_of
+from cory.rewards import reward_of
 from cory.rewards.base import RewardFunction
 from cory.tasks.base import Task
 
@@ -69,11 +68,3 @@ def build_reward_of(config: RunConfig, task: Task, local: bool = False) -> Rewar
 
     # A reward model sits beside the first agent (on its GPU when there is one).
     return reward_of(config, task.default_reward, resolve_device(config.agent_devices()[0], "device"))
-
-
-def reward_of(config: RunConfig, default: str, device: torch.device | str = "cpu") -> RewardFunction:
-    """The reward of run ``config`` in this process (``default``: the task's reward name)."""
-    from cory.rewards import build_reward
-
-    return build_reward(config.reward, default, task=config.task.name, toy_target=config.task.target,
-                        trust_remote_code=config.trust_remote_code, device=device, log=print)

@@ -11,7 +11,7 @@ from cory.errors import ConfigError, CoryError
 
 
 def _train(args: argparse.Namespace) -> None:
-    from cory.config import load_config
+    from cory.loading import load_config
     from cory.trainer import Trainer
 
     config = load_config(args.config, args.overrides)
@@ -65,7 +65,8 @@ def _eval(args: argparse.Namespace) -> None:
 
 
 def _experiment(args: argparse.Namespace) -> None:
-    from cory.experiments import load_suite, run_suite
+    from cory.experiments import run_suite
+    from cory.suites import load_suite
 
     suite = load_suite(args.suite, args.overrides)
     print(f"suite '{suite.config.name}': {len(suite.runs)} runs -> {suite.output_dir}")
@@ -96,8 +97,8 @@ def _train_rm(args: argparse.Namespace) -> None:
 
 
 def _serve_reward(args: argparse.Namespace) -> None:
-    from cory.build import reward_of
-    from cory.config import load_config
+    from cory.rewards import reward_of
+    from cory.loading import load_config
     from cory.serving.reward_server import Limits, serve
     from cory.tasks.base import DEFAULT_REWARDS
 

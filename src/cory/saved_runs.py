@@ -7,7 +7,8 @@ import json
 from pathlib import Path
 
 from cory.checkpoint import MANIFEST, latest_good, load_checkpoint
-from cory.config import RunConfig, load_config, read_yaml, resolve
+from cory.config import RunConfig
+from cory.loading import load_config, read_yaml, resolve
 from cory.configtree import deep_merge, parse_override, set_dotted, to_dict
 from cory.errors import ConfigError
 from cory.evaluation import EvalResult, evaluate

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from cory.experiments import SUITE_FILE, AnalysisConfig
+from cory.suites import SUITE_FILE, AnalysisConfig
 from cory.logging import read_jsonl_rows
 from cory.provenance import ENVIRONMENT_FILE
 from cory.stats import (Interval, Trajectory, bootstrap_mean, common_levels, kl_at_reward, reward_at_kl, sign_flip_p,

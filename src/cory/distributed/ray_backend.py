@@ -13,9 +13,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from cory.config import RunConfig, resolve
+from cory.config import RunConfig
 from cory.configtree import to_dict
 from cory.errors import AgentLost, MissingPackageError
+from cory.loading import resolve
 from cory.provenance import describe_device
 from cory.types import GenerateRequest, Reply, Stats
 
@@ -78,7 +79,7 @@ class RewardWorker:
     """Runs a reward function inside an actor of its own."""
 
     def __init__(self, config: dict[str, Any], default: str) -> None:
-        from cory.build import reward_of
+        from cory.rewards import reward_of
 
         self.reward = reward_of(resolve(config), default)
 

@@ -6,7 +6,7 @@ from typing import Callable
 
 import torch
 
-from cory.config import RewardConfig
+from cory.config import RewardConfig, RunConfig
 from cory.rewards.base import RewardError, RewardFunction, score_safely
 
 __all__ = ["RewardError", "RewardFunction", "build_reward", "score_safely"]
@@ -56,3 +56,9 @@ def build_reward(reward: RewardConfig, default: str, task: str = "imdb", toy_tar
 
         return ExactMatchReward(format_weight=reward.format_weight)
     raise ValueError(f"unknown reward {name!r}")
+
+
+def reward_of(config: RunConfig, default: str, device: torch.device | str = "cpu") -> RewardFunction:
+    """The reward of run ``config`` in this process (``default``: the task's reward name)."""
+    return build_reward(config.reward, default, task=config.task.name, toy_target=config.task.target,
+                        trust_remote_code=config.trust_remote_code, device=device, log=print)
