@@ -124,7 +124,7 @@ def test_a_missing_gpu_is_a_config_error_naming_the_key(make_config):
 def test_bf16_autocast_runs_over_fp32_weights_and_keeps_losses_fp32(make_config):
     trainer = run_trainer(make_config(method="cory", steps=2, eval_every=0, mixed_precision="bf16"))
     agent = trainer.agents.agents[0]
-    assert all(p.dtype == torch.float32 for p in agent.trainable.values())
+    assert all(p.dtype == torch.float32 for p in agent.learner.trainable.values())
     rows = [r for r in trainer.rows if "agent0/policy_loss" in r]
     assert len(rows) == 2 and all(r["agent0/kl"] == r["agent0/kl"] for r in rows)  # finite, not NaN
 

@@ -21,7 +21,7 @@ def test_fast_path_matches_the_straightforward_path(make_config, method):
         reply = agent.generate(prompts, step=0)
         scores = [len(text) / 8.0 + text.count("a") for text in reply.texts]  # non-degenerate
         stats = agent.update(scores, step=0)
-        results.append((reply, stats, {n: p.detach().clone() for n, p in agent.trainable.items()}))
+        results.append((reply, stats, {n: p.detach().clone() for n, p in agent.learner.trainable.items()}))
     (fast_reply, fast, fast_params), (slow_reply, slow, slow_params) = results
     assert fast_reply.texts == slow_reply.texts
     assert fast_reply.kl == pytest.approx(slow_reply.kl, abs=1e-4)
@@ -58,10 +58,10 @@ def _one_update(make_config, **overrides):
     config = make_config(ppo__batch_size=4, ppo__mini_batch_size=2, generation__max_new_tokens=6,
                          generation__length_sampler=[2, 6], **overrides)
     (agent,) = build_agents(config)
-    before = torch.cat([p.detach().flatten() for p in agent.trainable.values()])
+    before = torch.cat([p.detach().flatten() for p in agent.learner.trainable.values()])
     reply = agent.generate(["hello", "a much longer prompt", "ok", "the movie"], step=0)
     stats = agent.update([len(text) / 6.0 for text in reply.texts], step=0)
-    after = torch.cat([p.detach().flatten() for p in agent.trainable.values()])
+    after = torch.cat([p.detach().flatten() for p in agent.learner.trainable.values()])
     return stats, after - before
 
 

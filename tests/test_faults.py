@@ -20,11 +20,11 @@ def python_reward(name):
 def test_nan_rewards_skip_the_update_then_stop_with_a_checkpoint(make_config):
     config = make_config(steps=6, eval_every=0, max_consecutive_faults=3, **python_reward("nan_reward"))
     trainer = Trainer(config)
-    before = {n: p.detach().clone() for n, p in trainer.agents.agents[0].trainable.items()}
+    before = {n: p.detach().clone() for n, p in trainer.agents.agents[0].learner.trainable.items()}
     with pytest.raises(CoryError, match=r"3 numeric faults in a row .*non-finite reward.*resume=auto"):
         trainer.train()
     trainer.close()
-    after = trainer.agents.agents[0].trainable
+    after = trainer.agents.agents[0].learner.trainable
     assert all(torch.equal(before[n], after[n]) for n in before)  # no update was applied
     run = Path(config.output_dir)
     events = [e for e in read_jsonl_rows(run / "events.jsonl") if e["event"] == "fault"]

@@ -139,9 +139,9 @@ def test_dropout_acts_from_the_first_update_as_in_trl(make_config, tmp_path):
     meta = agent.write_state(tmp_path)
     assert meta["dropout_active"]
     agent.reset_learning_state()  # a rebuilt trainer starts in eval mode again
-    assert not agent.dropout_active
+    assert not agent.learner.dropout_active
     agent.read_state(tmp_path, meta)
-    assert agent.dropout_active
+    assert agent.learner.dropout_active
 
 
 def test_evaluation_budgets_cover_every_length_and_ignore_the_run_seed(make_config):
@@ -231,7 +231,7 @@ def test_kl_controller_sees_the_configured_estimator(make_config, estimator):
     assert stats["kl"] == pytest.approx(log_ratio, abs=1e-6)
     assert stats["kl_controller_input"] == pytest.approx(expected_input, rel=1e-4, abs=1e-6)
     error = min(max(expected_input / 1e-3 - 1, -0.2), 0.2)
-    assert agent.kl_ctl.value == pytest.approx(0.2 * (1 + error * 8 / 100.0), rel=1e-6)
+    assert agent.learner.kl_ctl.value == pytest.approx(0.2 * (1 + error * 8 / 100.0), rel=1e-6)
 
 
 def test_reinforce_in_the_authors_form_uses_trl_gae_returns_unwhitened():
@@ -267,10 +267,10 @@ def test_the_reinforce_method_is_the_authors_form(make_config):
 # ---------------------------------------------------------------- role exchange
 def learning_state(agent):
     return {
-        "params": {n: p.detach().clone() for n, p in agent.trainable.items()},
+        "params": {n: p.detach().clone() for n, p in agent.learner.trainable.items()},
         "head": {k: v.clone() for k, v in agent.policy.value_head.state_dict().items()},
-        "scheduler": agent.scheduler.state_dict(),
-        "ema": {n: t.clone() for n, t in agent.elastic.ema.items()},
+        "scheduler": agent.learner.scheduler.state_dict(),
+        "ema": {n: t.clone() for n, t in agent.learner.elastic.ema.items()},
     }
 
 
@@ -280,13 +280,13 @@ def test_reset_learning_state_resets_exactly_optimiser_kl_and_moments(make_confi
     agent = build_agents(config)[0]
     agent.generate(["abc", "de", "f", "gh"] * 2, step=0)
     agent.update([1.0, 2.0] * 4, step=0)
-    assert agent.optimizer.state and agent.kl_ctl.value != config.ppo.init_kl_coef
-    assert agent.moments.count > 0
+    assert agent.learner.optimizer.state and agent.learner.kl_ctl.value != config.ppo.init_kl_coef
+    assert agent.learner.moments.count > 0
     before = learning_state(agent)
     agent.reset_learning_state()
-    assert not agent.optimizer.state
-    assert agent.kl_ctl.value == config.ppo.init_kl_coef
-    assert agent.moments.state_dict() == type(agent.moments)().state_dict()
+    assert not agent.learner.optimizer.state
+    assert agent.learner.kl_ctl.value == config.ppo.init_kl_coef
+    assert agent.learner.moments.state_dict() == type(agent.learner.moments)().state_dict()
     after = learning_state(agent)
     assert after["scheduler"] == before["scheduler"]
     for part in ("params", "head", "ema"):
@@ -313,17 +313,17 @@ def test_elastic_reset_ema_follows_every_optimiser_step(make_config, cadence):
                          elastic_reset__reset_freq=100, ppo__batch_size=8, ppo__mini_batch_size=4,
                          ppo__ppo_epochs=2)
     agent = build_agents(config)[0]
-    name = next(iter(agent.trainable))
+    name = next(iter(agent.learner.trainable))
     after_steps = []
-    agent.optimizer.register_step_post_hook(
-        lambda *_: after_steps.append(agent.trainable[name].detach().clone()))
-    expected = agent.elastic.ema[name].clone()
+    agent.learner.optimizer.register_step_post_hook(
+        lambda *_: after_steps.append(agent.learner.trainable[name].detach().clone()))
+    expected = agent.learner.elastic.ema[name].clone()
     agent.generate(["abc", "de", "f", "gh"] * 2, step=0)
     agent.update([1.0, 0.0] * 4, step=0)
     assert len(after_steps) == 4  # 2 epochs x 2 mini-batches
     for online in after_steps if cadence == "optimizer_step" else after_steps[-1:]:
         expected = decay * expected + (1 - decay) * online
-    assert torch.allclose(agent.elastic.ema[name], expected, atol=1e-7)
+    assert torch.allclose(agent.learner.elastic.ema[name], expected, atol=1e-7)
 
 
 # ---------------------------------------------------------------- shipped configs

@@ -77,9 +77,9 @@ def test_role_exchange_keeps_each_agents_learning_state(make_config):
 
 
 def snapshot(agent):
-    adam = agent.optimizer.state_dict()["state"]
+    adam = agent.learner.optimizer.state_dict()["state"]
     steps = int(next(iter(adam.values()))["step"]) if adam else 0
-    return steps, agent.kl_ctl.value, agent.moments.count
+    return steps, agent.learner.kl_ctl.value, agent.learner.moments.count
 
 
 def test_cory_raises_both_agents_toy_reward(make_config):
@@ -116,15 +116,15 @@ def test_lora_agents_share_one_base_and_train_only_their_adapter(make_config):
     base_weight = dict(first.policy.lm.named_parameters())
     frozen_name = next(n for n in base_weight if "lora" not in n and "weight" in n)
     frozen_before = base_weight[frozen_name].detach().clone()
-    assert all(".agent0." in name for name in first.trainable)
-    assert all(".agent1." in name for name in second.trainable)
+    assert all(".agent0." in name for name in first.learner.trainable)
+    assert all(".agent1." in name for name in second.learner.trainable)
     try:
         trainer.train()
     finally:
         trainer.close()
     assert torch.equal(dict(first.policy.lm.named_parameters())[frozen_name], frozen_before)
-    a = next(v for k, v in first.trainable.items() if "lora_B" in k)
-    b = next(v for k, v in second.trainable.items() if "lora_B" in k)
+    a = next(v for k, v in first.learner.trainable.items() if "lora_B" in k)
+    b = next(v for k, v in second.learner.trainable.items() if "lora_B" in k)
     assert not torch.equal(a, b)
     merged = Path(trainer.config.output_dir) / "final" / "agent1"
     assert (merged / "model.safetensors").exists() and (merged / "adapter").is_dir()
@@ -175,9 +175,9 @@ def test_elastic_reset_in_the_agent_resets_to_the_ema(make_config):
 
     def spy(step):
         if step == 2:
-            agent.elastic.update_ema()  # what the real call does first
-            seen["ema"] = {n: t.clone() for n, t in agent.elastic.ema.items()}
-            agent.elastic.update_ema = lambda: None
+            agent.learner.elastic.update_ema()  # what the real call does first
+            seen["ema"] = {n: t.clone() for n, t in agent.learner.elastic.ema.items()}
+            agent.learner.elastic.update_ema = lambda: None
         return original(step)
     agent._elastic_step = spy
     try:
@@ -186,9 +186,9 @@ def test_elastic_reset_in_the_agent_resets_to_the_ema(make_config):
         trainer.close()
     rows = train_rows(trainer)
     assert [r["agent0/elastic_reset"] for r in rows] == [0.0, 0.0, 1.0]
-    for name, param in agent.trainable.items():
+    for name, param in agent.learner.trainable.items():
         assert torch.equal(param.detach(), seen["ema"][name])
-        assert torch.equal(agent.elastic.ema[name], agent.elastic.initial[name])
+        assert torch.equal(agent.learner.elastic.ema[name], agent.learner.elastic.initial[name])
 
 
 def test_kl_against_the_ema_option_runs(make_config):
@@ -219,7 +219,7 @@ def test_bfloat16_cory_runs_and_keeps_its_weights_in_bfloat16(make_config):
     trainer = run(make_config(method="cory", steps=2, dtype="bfloat16", eval_every=0))
     rows = train_rows(trainer)
     assert all(torch.isfinite(torch.tensor([r["kl"], r["task_reward"], r["policy_loss"]])).all() for r in rows)
-    assert {p.dtype for agent in trainer.agents.agents for p in agent.trainable.values()} == {torch.bfloat16}
+    assert {p.dtype for agent in trainer.agents.agents for p in agent.learner.trainable.values()} == {torch.bfloat16}
 
 
 def test_a_ppo_key_the_algorithm_ignores_warns_when_the_run_is_built(make_config):

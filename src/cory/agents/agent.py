@@ -23,13 +23,14 @@ from transformers import PreTrainedTokenizerBase
 
 from cory.agents.elastic_reset import ElasticReset
 from cory.algorithms.registry import algorithm_named
-from cory.agents.export import export_agent
+from cory.agents.export import export_policy
 from cory.agents.objectives import Targets, compute_targets, minibatch_loss
 from cory.agents.optimizer import build_optimizer, build_scheduler
 from cory.agents.prompts import PromptEncoder, context_length
 from cory.agents.sampling import length_budgets, sampling_settings
 from cory.agents.settings import AgentSettings
-from cory.agents.state import read_agent_state, write_agent_state
+from cory.agents.learner import LearnerState
+from cory.agents.state import read_learner_state, write_learner_state
 from cory.algorithms.kl import AdaptiveKLController, FixedKLController, kl_per_token
 from cory.algorithms.normalize import RunningMoments, transform_scores
 from cory.algorithms.ppo import explained_variance
@@ -73,19 +74,8 @@ class Agent:
         compiled = settings.ppo.compile and self.shards is None
         self.scorer = compile_policy(self.policy, device) if compiled else self.policy
         self.activate()
-        self.trainable = self._trainable_parameters()
-        params = list(self.trainable.values()) + list(self.policy.value_head.parameters())
-        self.optimizer = build_optimizer(params, settings.ppo, settings.fast.fused_adamw and self.shards is None)
-        self.scheduler = build_scheduler(self.optimizer, settings.ppo, settings.steps)
-        self.kl_ctl = self._new_kl_controller()
-        self.moments = RunningMoments()
-        self.baseline = (MovingAverageBaseline(settings.algorithm.baseline_decay)
-                         if algorithm_named(settings.algorithm.name).moving_baseline else None)
-        er = settings.elastic_reset
-        self.elastic = ElasticReset(self.trainable, er.decay, er.reset_freq) if er.enabled else None
+        self.learner = self._new_learner()
         self.rollout: Rollout | None = None
-        # agents.dropout: trl -- train mode from the first update until a rebuild (a reset).
-        self.dropout_active = False
         # generation.engine: vllm -- agents with adapters on one peft base share its engine.
         self.engine = engine or (self._engine() if settings.generation.engine == "vllm" else None)
         self.sampler_logprob_gap: float | None = None  # vLLM's log-probs against the policy's
@@ -102,6 +92,20 @@ class Agent:
         """Make this agent's adapter the active one on a shared peft base."""
         if self.adapter is not None:
             self.policy.lm.set_adapter(self.adapter)
+
+    def _new_learner(self) -> LearnerState:
+        settings = self.settings
+        trainable = self._trainable_parameters()
+        params = list(trainable.values()) + list(self.policy.value_head.parameters())
+        optimizer = build_optimizer(params, settings.ppo, settings.fast.fused_adamw and self.shards is None)
+        er = settings.elastic_reset
+        return LearnerState(
+            trainable=trainable, value_head=self.policy.value_head, optimizer=optimizer,
+            scheduler=build_scheduler(optimizer, settings.ppo, settings.steps),
+            kl_ctl=self._new_kl_controller(), moments=RunningMoments(),
+            baseline=(MovingAverageBaseline(settings.algorithm.baseline_decay)
+                      if algorithm_named(settings.algorithm.name).moving_baseline else None),
+            elastic=ElasticReset(trainable, er.decay, er.reset_freq) if er.enabled else None)
 
     def _trainable_parameters(self) -> dict[str, torch.nn.Parameter]:
         named = self.policy.lm.named_parameters()
@@ -125,7 +129,7 @@ class Agent:
         ``budgets`` gives each prompt its token budget, in place of the length sampler."""
         self.activate()
         # Evaluation measures the model itself; only training samples may see dropout.
-        self.policy.lm.train(self.dropout_active and phase == "train")
+        self.policy.lm.train(self.learner.dropout_active and phase == "train")
         whole = gathered(self.policy) if self.shards is not None else contextlib.nullcontext()
         with self._autocast(), whole:
             return self._generate(prompts, step, phase, greedy, keep, budgets)
@@ -224,8 +228,8 @@ class Agent:
                          response_ids: torch.Tensor, response_mask: torch.Tensor) -> PolicyOutput:
         """The KL anchor: the frozen reference, or (Elastic Reset option) the policy's EMA."""
         temperature = self.settings.generation.temperature
-        if self.elastic is not None and self.settings.elastic_reset.kl_reference == "ema":
-            with self.elastic.ema_weights(), torch.inference_mode():
+        if self.learner.elastic is not None and self.settings.elastic_reset.kl_reference == "ema":
+            with self.learner.elastic.ema_weights(), torch.inference_mode():
                 return score_sequences(self.policy.lm, query_ids, query_mask, response_ids,
                                        response_mask, temperature=temperature)
         return self.reference.score(query_ids, query_mask, response_ids, response_mask,
@@ -237,19 +241,20 @@ class Agent:
         if self.rollout is None:
             raise CoryError(f"{self.name}: update() called without a rollout; call generate() first")
         self.activate()
-        self.dropout_active = self.settings.dropout_as_trl
-        self.policy.lm.train(self.dropout_active)
+        self.learner.dropout_active = self.settings.dropout_as_trl
+        self.policy.lm.train(self.learner.dropout_active)
         rollout, self.rollout = self.rollout, None
         ppo = self.settings.ppo
         started = time.perf_counter()
         raw = torch.tensor(scores, dtype=torch.float32, device=self.device)
         if raw.numel() != rollout.size:
             raise CoryError(f"{self.name}: got {raw.numel()} scores for {rollout.size} responses")
-        stats: Stats = {"kl_coef": self.kl_ctl.value, "lr": self.scheduler.get_last_lr()[0]}
+        stats: Stats = {"kl_coef": self.learner.kl_ctl.value, "lr": self.learner.scheduler.get_last_lr()[0]}
         if not torch.isfinite(raw).all():
             return self._fault(stats, "non-finite reward")
-        scaled = transform_scores(raw, self.moments, ppo.use_score_scaling, ppo.use_score_norm, ppo.score_clip)
-        targets = compute_targets(self.settings.algorithm, ppo, rollout, scaled, self.kl_ctl.value, self.baseline)
+        scaled = transform_scores(raw, self.learner.moments, ppo.use_score_scaling, ppo.use_score_norm, ppo.score_clip)
+        targets = compute_targets(self.settings.algorithm, ppo, rollout, scaled, self.learner.kl_ctl.value,
+                                  self.learner.baseline)
         sums: dict[str, float] = {}
         counts = 0
         skipped = 0
@@ -267,8 +272,8 @@ class Agent:
         kl = rollout.kl_sum().mean().item()
         # As TRL: the controller sees the configured estimator, summed over each response.
         controller_kl = rollout.kl_tokens.sum(-1).mean().item()
-        self.kl_ctl.update(controller_kl, rollout.size)
-        self.scheduler.step()
+        self.learner.kl_ctl.update(controller_kl, rollout.size)
+        self.learner.scheduler.step()
         reset = self._elastic_step(step)
         mask = rollout.response_mask.float()
         stats.update({key: value / counts for key, value in sums.items()})
@@ -303,7 +308,7 @@ class Agent:
     def _optimise(self, rollout: Rollout, targets: Targets, group: list[torch.Tensor]) -> dict[str, float] | None:
         """One optimiser step over a group of mini-batches; None if it had to be skipped."""
         ppo = self.settings.ppo
-        self.optimizer.zero_grad(set_to_none=True)
+        self.learner.optimizer.zero_grad(set_to_none=True)
         sums: dict[str, float] = {}
         for rows in group:
             share, rows = self._share_of(rollout, rows)
@@ -318,19 +323,19 @@ class Agent:
             everywhere = self._over_ranks(share)
             loss, loss_stats = minibatch_loss(self.settings.algorithm, ppo, out, batch, everywhere)
             if not torch.isfinite(loss):
-                self.optimizer.zero_grad(set_to_none=True)
+                self.learner.optimizer.zero_grad(set_to_none=True)
                 return None
             (loss * share * self._ranks / len(group)).backward()
             for key, value in loss_stats.items():
                 sums[key] = sums.get(key, 0.0) + float(everywhere(value)) / len(group)
-        params = [p for g in self.optimizer.param_groups for p in g["params"]]
+        params = [p for g in self.learner.optimizer.param_groups for p in g["params"]]
         grad_norm = full(torch.nn.utils.clip_grad_norm_(params, ppo.max_grad_norm or float("inf")))
         if not torch.isfinite(grad_norm):
-            self.optimizer.zero_grad(set_to_none=True)
+            self.learner.optimizer.zero_grad(set_to_none=True)
             return None
-        self.optimizer.step()
-        if self.elastic is not None and self.settings.elastic_reset.ema_every == "optimizer_step":
-            self.elastic.update_ema()
+        self.learner.optimizer.step()
+        if self.learner.elastic is not None and self.settings.elastic_reset.ema_every == "optimizer_step":
+            self.learner.elastic.update_ema()
         sums["grad_norm"] = grad_norm.item()
         return sums
 
@@ -355,12 +360,12 @@ class Agent:
         return lambda value: torch.tensor(shards.total(float(value) * share), device=value.device)
 
     def _elastic_step(self, step: int) -> bool:
-        if self.elastic is None:
+        if self.learner.elastic is None:
             return False
         if self.settings.elastic_reset.ema_every == "iteration":
-            self.elastic.update_ema()
-        if self.elastic.due(step):
-            self.elastic.reset()
+            self.learner.elastic.update_ema()
+        if self.learner.elastic.due(step):
+            self.learner.elastic.reset()
             return True
         return False
 
@@ -368,10 +373,10 @@ class Agent:
         """What rebuilding a TRL PPO trainer resets (``roles.reset_on_swap``): a fresh Adam
         state, the initial KL coefficient and fresh score moments. Weights, value head, LR
         schedule, baseline and Elastic-Reset EMA are kept."""
-        self.optimizer.state.clear()
-        self.kl_ctl = self._new_kl_controller()
-        self.moments = RunningMoments()
-        self.dropout_active = False  # a rebuilt model is loaded in eval mode
+        self.learner.optimizer.state.clear()
+        self.learner.kl_ctl = self._new_kl_controller()
+        self.learner.moments = RunningMoments()
+        self.learner.dropout_active = False  # a rebuilt model is loaded in eval mode
 
     def _new_kl_controller(self) -> FixedKLController:
         ppo = self.settings.ppo
@@ -386,11 +391,11 @@ class Agent:
     # ------------------------------------------------------------ persistence
     def write_state(self, folder: Path) -> dict[str, Any]:
         """Write this agent's tensors into checkpoint folder ``folder``; return its metadata."""
-        return write_agent_state(self, folder)
+        return write_learner_state(self.learner, folder, self.name, self.shards is None or self.shards.writes)
 
     def read_state(self, folder: Path, meta: dict[str, Any]) -> None:
         """Restore from checkpoint folder ``folder`` and the metadata ``write_state`` returned."""
-        read_agent_state(self, folder, meta)
+        read_learner_state(self.learner, folder, self.name, meta)
         if self.engine is not None:
             self.engine.changed(self.adapter)
 
@@ -401,4 +406,5 @@ class Agent:
 
     def save_pretrained(self, folder: Path) -> None:
         """A Hugging Face folder with the value head: loadable as a model spec."""
-        export_agent(self, folder)
+        self.activate()
+        export_policy(self.policy, self.tokenizer, folder, self.adapter, self.shards)
