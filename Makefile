@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test bench gemma vllm clean
+.PHONY: setup demo test typecheck bench gemma vllm clean
 
 $(STAMP): pyproject.toml requirements.lock registry-packages.txt
 	$(PYTHON) -m venv $(VENV)
@@ -21,6 +21,10 @@ demo: setup
 # pytest's exit code 5 (no tests collected) is not a failure; make would turn it into 2.
 test: setup
 	$(BIN)/python -m pytest; status=$$?; [ $$status -eq 5 ] && exit 0; exit $$status
+
+# mypy over src/cory with the settings in pyproject.toml (CI runs it after the tests).
+typecheck: setup
+	$(BIN)/mypy
 
 bench: setup
 	$(BIN)/python bench/ppo_step.py

@@ -26,9 +26,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from trl_env import ROOT, ensure_venv, legacy_model_folder, run_worker  # noqa: E402
 
 from cory.agents.factory import build_agents  # noqa: E402
-from cory.loading import resolve  # noqa: E402
 from cory.configtree import deep_merge  # noqa: E402
+from cory.loading import resolve  # noqa: E402
 from cory.models.packaged import converted_folder  # noqa: E402
+from cory.types import GenerateRequest  # noqa: E402
 
 PROMPTS = ["This movie was", "I really", "The plot of this film", "What a", "The acting is", "Honestly, the",
            "My kids watched", "It is a story", "The director", "Two hours of", "I expected", "A beautiful",
@@ -107,7 +108,7 @@ def time_ours_ppo(iterations: int) -> list[dict]:
     agent = our_agent("ppo")
     rows = []
     for step in range(iterations + 1):
-        reply = agent.generate(PROMPTS, step)
+        reply = agent.generate(GenerateRequest(PROMPTS, step))
         started = time.perf_counter()
         agent.update([1.0] * len(PROMPTS), step)
         rows.append({"generate": reply.seconds["generate"],
@@ -123,7 +124,7 @@ def time_ours_grpo(iterations: int) -> list[dict]:
     rows = []
     for step in range(iterations + 1):
         started = time.perf_counter()
-        reply = agent.generate(prompts, step)
+        reply = agent.generate(GenerateRequest(prompts, step))
         agent.update([len(t) / 50.0 for t in reply.texts], step)
         rows.append({"iteration": time.perf_counter() - started})
     return rows[1:]

@@ -23,6 +23,7 @@ from cory.models.policy import PolicyOutput
 from cory.multi.collective import collective_rewards
 from cory.rollout import MiniBatch, Rollout
 from cory.seeding import generator
+from cory.types import GenerateRequest
 from helpers.training import run_trainer
 
 
@@ -98,7 +99,7 @@ def test_agents_hand_sampling_a_generator_on_their_own_device(make_config, monke
         return real_generator(*parts, device=device)
     monkeypatch.setattr(agent_module, "generator", recording_generator)
     agent = build_agents(make_config())[0]
-    agent.generate(["abc", "de"], step=0)
+    agent.generate(GenerateRequest(["abc", "de"], step=0))
     assert seen and all(g == q == p for g, q, p in seen)
     assert ("sample", agent.device) in created
 

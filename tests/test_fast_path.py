@@ -7,6 +7,7 @@ import torch
 
 from cory.agents.factory import build_agents
 from cory.rollout import MiniBatch
+from cory.types import GenerateRequest
 
 
 @pytest.mark.parametrize("method", ["ppo", "reinforce", "rloo"])
@@ -18,7 +19,7 @@ def test_fast_path_matches_the_straightforward_path(make_config, method):
                              generation__length_sampler=[2, 8])
         (agent,) = build_agents(config)
         prompts = ["hello", "a much longer prompt", "ok", "the movie", "x", "abc", "some words", "z"]
-        reply = agent.generate(prompts, step=0)
+        reply = agent.generate(GenerateRequest(prompts, step=0))
         scores = [len(text) / 8.0 + text.count("a") for text in reply.texts]  # non-degenerate
         stats = agent.update(scores, step=0)
         results.append((reply, stats, {n: p.detach().clone() for n, p in agent.learner.trainable.items()}))
@@ -38,7 +39,7 @@ def test_trimming_a_minibatch_leaves_its_loss_unchanged(make_config):
 
     config = make_config(generation__length_sampler=[1, 6])
     (agent,) = build_agents(config)
-    agent.generate(["a", "a longer prompt here", "bc", "defg"], step=0)
+    agent.generate(GenerateRequest(["a", "a longer prompt here", "bc", "defg"], step=0))
     rollout = agent.rollout
     targets = compute_targets(config.algorithm, config.ppo, rollout, torch.tensor([1.0, 0.0, 0.5, 0.2]), 0.1, None)
     rows = torch.tensor([0, 2])  # short prompts and responses: columns to trim on both sides
@@ -59,7 +60,7 @@ def _one_update(make_config, **overrides):
                          generation__length_sampler=[2, 6], **overrides)
     (agent,) = build_agents(config)
     before = torch.cat([p.detach().flatten() for p in agent.learner.trainable.values()])
-    reply = agent.generate(["hello", "a much longer prompt", "ok", "the movie"], step=0)
+    reply = agent.generate(GenerateRequest(["hello", "a much longer prompt", "ok", "the movie"], step=0))
     stats = agent.update([len(text) / 6.0 for text in reply.texts], step=0)
     after = torch.cat([p.detach().flatten() for p in agent.learner.trainable.values()])
     return stats, after - before

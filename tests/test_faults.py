@@ -11,6 +11,7 @@ from cory.errors import CoryError
 from cory.logging import read_jsonl_rows
 from cory.rewards.base import RewardError
 from cory.trainer import Trainer
+from cory.types import GenerateRequest
 
 
 def python_reward(name):
@@ -63,7 +64,7 @@ def test_non_finite_values_skip_the_minibatches(make_config):
     agent = trainer.agents.agents[0]
     with torch.no_grad():
         agent.policy.value_head.summary.bias.fill_(math.inf)
-    agent.generate(["abc", "de"] * 4, step=0)
+    agent.generate(GenerateRequest(["abc", "de"] * 4, step=0))
     stats = agent.update([0.5] * 8, step=0)
     assert stats["fault"] == 1.0 and "non-finite loss" in stats["fault_reason"]
     trainer.close()
@@ -87,7 +88,7 @@ def test_empty_responses_are_handled(make_config):
     eos = agent.tokenizer.eos_token_id
     agent.policy.lm.lm_head.register_forward_hook(lambda m, a, out: out.index_add(
         -1, torch.tensor([eos]), torch.full((*out.shape[:-1], 1), 100.0)))
-    reply = agent.generate(["abc", "hello"] * 4, step=0)
+    reply = agent.generate(GenerateRequest(["abc", "hello"] * 4, step=0))
     assert reply.texts == [""] * 8 and reply.lengths == [1] * 8
     stats = agent.update([0.0, 1.0] * 4, step=0)
     assert "fault" not in stats and math.isfinite(stats["policy_loss"])
@@ -105,7 +106,7 @@ def test_prompts_longer_than_the_context_are_cut_from_the_left(make_config):
     trainer = Trainer(make_config(steps=1, eval_every=0, task__max_prompt_tokens=4096))
     agent = trainer.agents.agents[0]
     long_prompt = "word " * 400  # 2000 characters: far over the tiny model's 512 positions
-    reply = agent.generate([long_prompt, "short"] * 4, step=0)
+    reply = agent.generate(GenerateRequest([long_prompt, "short"] * 4, step=0))
     assert reply.prompts_truncated == 4
     assert int(agent.rollout.query_mask.sum(-1).max()) == 512 - trainer.config.generation.max_new_tokens
     trainer.close()

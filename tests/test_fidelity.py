@@ -16,6 +16,7 @@ from cory.models.policy import PolicyOutput
 from cory.models.registry import load_model, stop_token_ids
 from cory.rollout import MiniBatch, Rollout
 from cory.trainer import Trainer
+from cory.types import GenerateRequest
 from helpers.training import run_trainer
 
 
@@ -122,14 +123,14 @@ def test_dropout_acts_from_the_first_update_as_in_trl(make_config, tmp_path):
 
     def logprobs(phase):
         torch.manual_seed(0)
-        first = agent.generate(prompts, step=3, phase=phase, keep=False)
+        first = agent.generate(GenerateRequest(prompts, step=3, phase=phase, keep=False))
         torch.manual_seed(1)
-        second = agent.generate(prompts, step=3, phase=phase, keep=False)
+        second = agent.generate(GenerateRequest(prompts, step=3, phase=phase, keep=False))
         return first.kl, second.kl
 
     before = logprobs("train")
     assert before[0] == before[1] and not agent.policy.lm.training  # no dropout before the first update
-    agent.generate(prompts, step=0)
+    agent.generate(GenerateRequest(prompts, step=0))
     agent.update([1.0, 0.0] * 4, step=0)
     assert agent.policy.lm.training
     after = logprobs("train")
@@ -177,13 +178,13 @@ def test_responses_keep_special_tokens_when_asked(make_config):
     config = make_config(generation__max_new_tokens=12)
     agent = build_agents(config)[0]
     eos = agent.stop_ids[0]
-    reply = agent.generate(["abc"] * 64, step=0, keep=False)
+    reply = agent.generate(GenerateRequest(["abc"] * 64, step=0, keep=False))
     stopped = [i for i, (n, limit) in enumerate(zip(reply.lengths, reply.hit_length_limit)) if not limit]
     assert stopped, "no response ended at EOS; raise the sample"
     eos_text = agent.tokenizer.decode([eos])
     assert not any(eos_text in reply.texts[i] for i in stopped)
     config.generation.skip_special_tokens = False
-    kept = agent.generate(["abc"] * 64, step=0, keep=False)
+    kept = agent.generate(GenerateRequest(["abc"] * 64, step=0, keep=False))
     assert all(kept.texts[i].endswith(eos_text) for i in stopped)
 
 
@@ -214,7 +215,7 @@ def test_kl_controller_sees_the_configured_estimator(make_config, estimator):
     config = make_config(ppo__kl_penalty=estimator, ppo__adap_kl_ctrl=True, ppo__init_kl_coef=0.2,
                          ppo__target=1e-3, ppo__horizon=100.0)
     agent = build_agents(config)[0]
-    agent.generate(["abc", "de", "f", "gh"] * 2, step=0)
+    agent.generate(GenerateRequest(["abc", "de", "f", "gh"] * 2, step=0))
     rollout = agent.rollout
     mask = rollout.response_mask.float()
     log_ratio = ((rollout.logprobs - rollout.ref_logprobs) * mask).sum(-1).mean().item()
@@ -258,7 +259,7 @@ def test_the_reinforce_method_is_the_authors_form(make_config):
     agent = build_agents(config)[0]
     assert agent.settings.uses_values  # the returns read the (never trained) value head
     head = {k: v.clone() for k, v in agent.policy.value_head.state_dict().items()}
-    agent.generate(["abc", "de", "f", "gh"] * 2, step=0)
+    agent.generate(GenerateRequest(["abc", "de", "f", "gh"] * 2, step=0))
     agent.update([1.0] * 8, step=0)
     for key, value in agent.policy.value_head.state_dict().items():
         assert torch.equal(value, head[key]), "REINFORCE trained the value head"
@@ -278,7 +279,7 @@ def test_reset_learning_state_resets_exactly_optimiser_kl_and_moments(make_confi
     config = make_config(method="cory", ppo__adap_kl_ctrl=True, ppo__use_score_scaling=True,
                          elastic_reset__enabled=True, ppo__lr_scheduler="linear")
     agent = build_agents(config)[0]
-    agent.generate(["abc", "de", "f", "gh"] * 2, step=0)
+    agent.generate(GenerateRequest(["abc", "de", "f", "gh"] * 2, step=0))
     agent.update([1.0, 2.0] * 4, step=0)
     assert agent.learner.optimizer.state and agent.learner.kl_ctl.value != config.ppo.init_kl_coef
     assert agent.learner.moments.count > 0
@@ -318,7 +319,7 @@ def test_elastic_reset_ema_follows_every_optimiser_step(make_config, cadence):
     agent.learner.optimizer.register_step_post_hook(
         lambda *_: after_steps.append(agent.learner.trainable[name].detach().clone()))
     expected = agent.learner.elastic.ema[name].clone()
-    agent.generate(["abc", "de", "f", "gh"] * 2, step=0)
+    agent.generate(GenerateRequest(["abc", "de", "f", "gh"] * 2, step=0))
     agent.update([1.0, 0.0] * 4, step=0)
     assert len(after_steps) == 4  # 2 epochs x 2 mini-batches
     for online in after_steps if cadence == "optimizer_step" else after_steps[-1:]:

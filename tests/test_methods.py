@@ -8,6 +8,7 @@ import torch
 from cory.agents.elastic_reset import ElasticReset
 from cory.logging import read_jsonl_rows
 from cory.trainer import Trainer
+from cory.types import GenerateRequest, Reply
 from helpers.training import run_trainer as run
 
 
@@ -131,7 +132,6 @@ def test_lora_agents_share_one_base_and_train_only_their_adapter(make_config):
 
 
 def test_moe_system_answer_is_the_higher_value_reply():
-    from cory.types import Reply
     from cory.multi.episode import Episode, system_choice
     from cory.tasks.base import Prompt
 
@@ -200,9 +200,9 @@ def test_full_kl_penalty_runs_and_is_non_negative(make_config):
     from cory.agents.factory import build_agents
 
     (agent,) = build_agents(make_config(ppo__kl_penalty="full", ppo__learning_rate=0.05))
-    agent.generate(["abc", "de", "fgh", "i"] * 2, step=0)
+    agent.generate(GenerateRequest(["abc", "de", "fgh", "i"] * 2, step=0))
     agent.update([1.0, 0.0] * 4, step=0)
-    agent.generate(["abc", "de", "fgh", "i"] * 2, step=1)
+    agent.generate(GenerateRequest(["abc", "de", "fgh", "i"] * 2, step=1))
     assert (agent.rollout.kl_tokens >= -1e-6).all() and agent.rollout.kl_tokens.sum() > 0
 
 

@@ -23,6 +23,7 @@ from cory.engines.vllm_engine import engine_python, sampling_params, to_generati
 from cory.engines.weights import SharedWeights, layout, read_shared
 from cory.errors import ConfigError, CoryError
 from cory.models.generation import SamplingSettings
+from cory.types import GenerateRequest
 from helpers.training import run_trainer
 
 
@@ -123,7 +124,7 @@ PROMPTS = ["hello there", "a b c d e f", "xyz", "the movie was"]
 
 
 def greedy_texts(agent, step: int) -> list[str]:
-    return agent.generate(PROMPTS, step, phase="eval", greedy=True, keep=False).texts
+    return agent.generate(GenerateRequest(PROMPTS, step, phase="eval", greedy=True, keep=False)).texts
 
 
 def our_greedy_texts(agent, step: int) -> list[str]:
@@ -136,13 +137,13 @@ def our_greedy_texts(agent, step: int) -> list[str]:
 
 @needs_vllm
 def test_seeded_rollouts_repeat_honour_budgets_and_match_the_policys_logprobs(engine_agent):
-    first = engine_agent.generate(PROMPTS, step=3)
+    first = engine_agent.generate(GenerateRequest(PROMPTS, step=3))
     assert engine_agent.sampler_logprob_gap is not None and engine_agent.sampler_logprob_gap < 1e-4
-    again = engine_agent.generate(PROMPTS, step=3)
-    other_step = engine_agent.generate(PROMPTS, step=4)
+    again = engine_agent.generate(GenerateRequest(PROMPTS, step=3))
+    other_step = engine_agent.generate(GenerateRequest(PROMPTS, step=4))
     assert first.texts == again.texts and first.texts != other_step.texts
     budgets = [1, 2, 5, 8]
-    limited = engine_agent.generate(PROMPTS, step=3, budgets=budgets)
+    limited = engine_agent.generate(GenerateRequest(PROMPTS, step=3, budgets=budgets))
     assert all(n <= b for n, b in zip(limited.lengths, budgets))
     assert limited.hit_length_limit == [n == b for n, b in zip(limited.lengths, budgets)]
 
@@ -189,10 +190,11 @@ import sys, time
 sys.path.insert(0, {tests!r})
 from conftest import tiny_config
 from cory.agents.factory import build_agents
+from cory.types import GenerateRequest
 config = tiny_config(__import__("pathlib").Path({folder!r}), model="tiny-random-h32", threads=1,
                      generation__engine="vllm", generation__max_new_tokens=4)
 (agent,) = build_agents(config, indices=[0])
-agent.generate(["hello"], step=0)
+agent.generate(GenerateRequest(["hello"], step=0))
 print(agent.engine.process.pid, agent.engine.weights.path, agent.engine.folder, flush=True)
 time.sleep(600)
 """

@@ -13,6 +13,7 @@ several times.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
@@ -95,7 +96,7 @@ def _with_overrides(config: RunConfig, overrides: list[str]) -> RunConfig:
 
 def train(config: RunConfig | str | Path | Mapping[str, Any], *, reward_fn: Callable[..., list[float]] | None = None,
           prompts: Iterable[Any] | None = None, eval_prompts: Iterable[Any] | None = None,
-          overrides: list[str] = ()) -> TrainResult:
+          overrides: Sequence[str] = ()) -> TrainResult:
     """Train one run and return its result. ``config``: a ``RunConfig``, a YAML path or a
     mapping of keys; ``overrides``: ``key=value`` strings over it. Without ``reward_fn`` the
     config's reward is used; without ``prompts`` the config's task."""

@@ -155,7 +155,7 @@ def coerce(value: Any, tp: Any, key: str) -> Any:
             raise _type_error(key, tp, value)
         return dict(value)
     if dataclasses.is_dataclass(tp):
-        return build(tp, value, key)
+        return build(typing.cast(type, tp), value, key)
     raise TypeError(f"unsupported config type {tp!r} at {key}")
 
 

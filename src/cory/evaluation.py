@@ -9,15 +9,16 @@ from typing import Any
 
 import torch
 
-from cory.config import RunConfig
 from cory.agents.group import AgentGroup
 from cory.agents.sampling import stratified_budgets
-from cory.types import GenerateRequest, Reply
+from cory.config import RunConfig
+from cory.errors import ConfigError
 from cory.multi.episode import Episode, run_episode, score_episode, system_choice
 from cory.multi.moe import gather_selected
 from cory.multi.topology import Topology
 from cory.rewards.base import RewardFunction, score_safely
 from cory.tasks.base import Prompt, Task
+from cory.types import GenerateRequest, Reply
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -135,7 +136,10 @@ def _solo_metrics(agents: AgentGroup, topology: Topology, agent_for_role: list[i
 
 def _pass_metrics(episode, task: Task, names: list[str], n: int, ks: list[int],
                   chosen: torch.Tensor) -> dict[str, float]:
-    correct = torch.tensor([task.checker(episode.queries, reply.texts) for reply in episode.replies],
+    checker = task.checker
+    if checker is None:
+        raise ConfigError(f"eval.pass_k: task '{task.name}' has no answer checker; pass@k needs a math task")
+    correct = torch.tensor([checker(episode.queries, reply.texts) for reply in episode.replies],
                            dtype=torch.long)  # [role, query * n]
     metrics: dict[str, float] = {}
     per_role = correct.view(len(names), -1, n).sum(-1)  # [role, query]

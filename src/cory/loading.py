@@ -4,6 +4,7 @@ checked by ``cory.validation``."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -60,7 +61,7 @@ def resolve(raw: dict[str, Any]) -> RunConfig:
     return validate(build(RunConfig, deep_merge(METHOD_PRESETS[method], {**raw, "method": method})))
 
 
-def load_config(path: str | Path | None, overrides: list[str] = ()) -> RunConfig:
+def load_config(path: str | Path | None, overrides: Sequence[str] = ()) -> RunConfig:
     """Defaults < method preset < YAML file at ``path`` < ``key=value`` overrides."""
     raw = read_config_file(path) if path is not None else {}
     for text in overrides:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 from cory.checkpoint import MANIFEST, latest_good, load_checkpoint
@@ -25,7 +26,7 @@ def _with_overrides(raw: dict, overrides: list[str]) -> RunConfig:
     return resolve(raw)
 
 
-def evaluate_target(target: str | Path, overrides: list[str] = ()) -> tuple[EvalResult, RunConfig, Path | None]:
+def evaluate_target(target: str | Path, overrides: Sequence[str] = ()) -> tuple[EvalResult, RunConfig, Path | None]:
     """Evaluate ``target``; returns the result, the config used, and the run folder (if any)."""
     from cory.build import build_run
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import os
 import random
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -37,7 +37,7 @@ def seed_everything(seed: int) -> None:
 def rng_state() -> dict[str, Any]:
     """Python's and NumPy's global generator states, JSON-able (for checkpoints)."""
     version, internal, gauss = random.getstate()
-    np_state = np.random.get_state()
+    np_state = cast(tuple, np.random.get_state(legacy=True))
     return {"python": [version, list(internal), gauss],
             "numpy": [np_state[0], np_state[1].tolist(), int(np_state[2]), int(np_state[3]), float(np_state[4])]}
 

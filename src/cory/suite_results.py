@@ -254,7 +254,7 @@ def _csv(rows: list[dict[str, Any]], columns: list[str]) -> str:
         header += [f"{column} mean", f"{column} low", f"{column} high"] if interval else [column]
     writer.writerow(header)
     for row in rows:
-        cells = []
+        cells: list[Any] = []
         for column in columns:
             value = row.get(column)
             if isinstance(value, Interval):

@@ -8,6 +8,7 @@ config is resolved here, before the first run starts, so a bad method or key fai
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -94,7 +95,7 @@ def _sweep_label(sweep: SweepConfig, value: Any) -> str:
     return f"{sweep.name}={value}"
 
 
-def load_suite(path: str | Path, overrides: list[str] = ()) -> Suite:
+def load_suite(path: str | Path, overrides: Sequence[str] = ()) -> Suite:
     """Read and fully resolve a suite; every run's config is checked here. ``overrides``
     (``key=value``) apply to every run, above the suite's own."""
     path = Path(path)

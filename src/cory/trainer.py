@@ -98,6 +98,13 @@ class Trainer:
         self.rows: list[dict[str, Any]] = []
         self.consecutive_faults = 0
 
+    @property
+    def log(self) -> RunLogger:
+        """The run's logger, open inside ``train``."""
+        if self.logger is None:
+            raise CoryError("the run's logger is open only inside Trainer.train()")
+        return self.logger
+
     # ------------------------------------------------------------------ loop
     def train(self) -> dict[str, Any]:
         """Run (or resume) the whole job; returns the final evaluation metrics.
@@ -119,27 +126,27 @@ class Trainer:
                 except AgentLost as lost:
                     step = self._recover(lost)
         finally:
-            self.logger.close()
+            self.log.close()
 
     def _open_logger(self, step: int) -> None:
         log = self.config.log
-        self.logger = RunLogger(self.run_dir, self.config.steps, step, log.progress)
+        logger = self.logger = RunLogger(self.run_dir, self.config.steps, step, log.progress)
 
         def report(name: str, error: str) -> None:
-            self.logger.event(step, "tracker_failed", tracker=name, error=error)
-            self.logger.message(f"warning: tracker '{name}' switched off ({error}); the run goes on and "
-                                f"{self.run_dir / METRICS_FILE} keeps every row")
+            logger.event(step, "tracker_failed", tracker=name, error=error)
+            logger.message(f"warning: tracker '{name}' switched off ({error}); the run goes on and "
+                           f"{self.run_dir / METRICS_FILE} keeps every row")
 
-        self.logger.trackers = TrackerSet(
+        trackers = logger.trackers = TrackerSet(
             log.trackers(), self.run_dir, shareable_config(self.config),
             log.run_name or "-".join(self.run_dir.parts[-2:]), log.project,
             [*log.tags, self.config.method], on_failure=report, timeout=log.tracker_timeout)
-        self.logger.trackers.catch_up(self.rows)  # after a resume: what a killed process did not deliver
+        trackers.catch_up(self.rows)  # after a resume: what a killed process did not deliver
 
     def _run_from(self, start: int) -> dict[str, Any]:
         config = self.config
         for step in range(start, config.steps):
-            row = {"step": step}
+            row: dict[str, Any] = {"step": step}
             try:
                 if config.eval_every and step % config.eval_every == 0:
                     row.update(self._evaluate(step))
@@ -159,15 +166,15 @@ class Trainer:
         self._log_row(config.steps, {"step": config.steps, **final})
         target = export_final(self.run_dir, self.agents, final)
         if config.log.log_model:
-            kept = self.logger.trackers.model(target)
-            self.logger.message(f"final model uploaded to: {', '.join(kept) or 'no tracker (none keeps files)'}")
-        self.logger.message(f"done: metrics in {self.run_dir / METRICS_FILE}, final model(s) in {target}")
+            kept = self.log.trackers.model(target) if self.log.trackers is not None else []
+            self.log.message(f"final model uploaded to: {', '.join(kept) or 'no tracker (none keeps files)'}")
+        self.log.message(f"done: metrics in {self.run_dir / METRICS_FILE}, final model(s) in {target}")
         return final
 
     def _stop_for_reward(self, step: int, outage: CoryError) -> None:
         """No reward for iteration ``step``: keep what was trained (a checkpoint after the
         finished iterations), say so, and stop; a resume runs iteration ``step`` again."""
-        self.logger.event(step, "reward_unavailable", reason=str(outage))
+        self.log.event(step, "reward_unavailable", reason=str(outage))
         if step > 0:
             saved = f"a checkpoint after {step} finished iteration(s) is in {self.save(step)}"
         else:
@@ -178,16 +185,15 @@ class Trainer:
 
     def _recover(self, lost: AgentLost) -> int:
         """Replace the actors and reload the last good checkpoint; returns its step."""
-        restarts = getattr(self.agents, "restarts", 0)
-        path = latest_good(self.run_dir, report=self.logger.message)
-        if path is None or restarts >= self.config.ray.max_restarts:
+        path = latest_good(self.run_dir, report=self.log.message)
+        if path is None or self.agents.restarts >= self.config.ray.max_restarts:
             why = "no checkpoint to resume from (set save_every)" if path is None else "too many restarts"
             raise CoryError(f"{lost}; cannot recover: {why}") from None
-        self.logger.close()
+        self.log.close()
         self.agents.restart()
         step = self._restore(load_checkpoint(path))
         self._open_logger(step)
-        self.logger.event(step, "agent_lost", reason=str(lost), resumed_from=str(path))
+        self.log.event(step, "agent_lost", reason=str(lost), resumed_from=str(path))
         return step
 
     def run_iteration(self, step: int) -> dict[str, Any]:
@@ -257,12 +263,12 @@ class Trainer:
         started = time.perf_counter()
         result = evaluate(self.agents, self.topology, self.roles.agent_for_role(step), self.task,
                           self.reward, self.config, n_samples=self.config.log.n_samples)
-        self.logger.samples([{"step": step, "phase": "eval", **s} for s in result.samples])
+        self.log.samples([{"step": step, "phase": "eval", **s} for s in result.samples])
         return {**result.metrics, "time/eval": time.perf_counter() - started}
 
     def _log_row(self, step: int, row: dict[str, Any]) -> None:
         self.rows.append(row)
-        self.logger.metrics(step, row)
+        self.log.metrics(step, row)
 
     def _count_faults(self, step: int, row: dict[str, Any]) -> None:
         """Log a faulty iteration; stop, with a checkpoint, after too many in a row."""
@@ -270,7 +276,7 @@ class Trainer:
             self.consecutive_faults = 0
             return
         self.consecutive_faults += 1
-        self.logger.event(step, "fault", reason=row["fault_reason"], consecutive=self.consecutive_faults)
+        self.log.event(step, "fault", reason=row["fault_reason"], consecutive=self.consecutive_faults)
         if self.consecutive_faults >= self.config.max_consecutive_faults:
             saved = self.save(step + 1)
             if "reward" in row["fault_reason"]:
@@ -333,11 +339,14 @@ def resident_memory_gb() -> float:
 
 
 def _sample_rows(step: int, phase: str, episode: Episode, names: list[str], n: int) -> list[dict[str, Any]]:
+    rewards = episode.task_rewards
+    if rewards is None:
+        raise CoryError("sample rows need a scored episode")
     rows = []
     for i in range(min(n, len(episode.queries))):
         for role, name in enumerate(names):
             rows.append({"step": step, "phase": phase, "role": name, "agent": episode.agent_for_role[role],
                          "query": episode.queries[i].query, "prompt": episode.prompts[role][i],
                          "response": episode.replies[role].texts[i],
-                         "task_reward": episode.task_rewards[role, i].item()})
+                         "task_reward": rewards[role, i].item()})
     return rows

@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Callable
 
 import torch
-from transformers import PreTrainedTokenizerBase
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from cory.agents.elastic_reset import ElasticReset
 from cory.algorithms.registry import algorithm_named
@@ -43,16 +44,16 @@ from cory.models.policy import Policy, PolicyOutput, ValueHead, compile_policy, 
 from cory.models.reference import Reference
 from cory.rollout import MiniBatch, Rollout
 from cory.seeding import derive_seed, generator
-from cory.types import Reply, Stats
+from cory.types import GenerateRequest, Reply, Stats
 
 
 class Agent:
     """One learner. ``adapter`` names its LoRA adapter when agents share a peft base."""
 
-    def __init__(self, index: int, lm: torch.nn.Module, tokenizer: PreTrainedTokenizerBase,
+    def __init__(self, index: int, lm: PreTrainedModel, tokenizer: PreTrainedTokenizerBase,
                  reference: Reference, stop_ids: list[int], settings: AgentSettings,
                  device: torch.device, adapter: str | None = None, use_chat: bool = False,
-                 stop_strings: list[str] = (), engine: VLLMEngine | None = None) -> None:
+                 stop_strings: Sequence[str] = (), engine: VLLMEngine | None = None) -> None:
         self.index = index
         self.name = f"agent{index}"
         self.settings = settings
@@ -123,16 +124,16 @@ class Agent:
         return torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.settings.bf16_autocast)
 
     # ------------------------------------------------------------- generation
-    def generate(self, prompts: list[str], step: int, phase: str = "train",
-                 greedy: bool = False, keep: bool = True, budgets: list[int] | None = None) -> Reply:
-        """Answer ``prompts``; with ``keep`` the rollout is held for the next ``update``.
-        ``budgets`` gives each prompt its token budget, in place of the length sampler."""
+    def generate(self, request: GenerateRequest) -> Reply:
+        """Answer the request's prompts; with ``request.keep`` the rollout is held for the
+        next ``update``."""
         self.activate()
         # Evaluation measures the model itself; only training samples may see dropout.
-        self.policy.lm.train(self.learner.dropout_active and phase == "train")
+        self.policy.lm.train(self.learner.dropout_active and request.phase == "train")
         whole = gathered(self.policy) if self.shards is not None else contextlib.nullcontext()
         with self._autocast(), whole:
-            return self._generate(prompts, step, phase, greedy, keep, budgets)
+            return self._generate(request.prompts, request.step, request.phase, request.greedy, request.keep,
+                                  request.budgets)
 
     def _token_budgets(self, count: int, step: int, phase: str, budgets: list[int] | None) -> torch.Tensor | None:
         gen = self.settings.generation
@@ -249,7 +250,7 @@ class Agent:
         raw = torch.tensor(scores, dtype=torch.float32, device=self.device)
         if raw.numel() != rollout.size:
             raise CoryError(f"{self.name}: got {raw.numel()} scores for {rollout.size} responses")
-        stats: Stats = {"kl_coef": self.learner.kl_ctl.value, "lr": self.learner.scheduler.get_last_lr()[0]}
+        stats: Stats = {"kl_coef": self.learner.kl_ctl.value, "lr": float(self.learner.scheduler.get_last_lr()[0])}
         if not torch.isfinite(raw).all():
             return self._fault(stats, "non-finite reward")
         scaled = transform_scores(raw, self.learner.moments, ppo.use_score_scaling, ppo.use_score_norm, ppo.score_clip)

@@ -30,7 +30,7 @@ def export_policy(policy: Policy, tokenizer: PreTrainedTokenizerBase, folder: Pa
         return
     if adapter is not None:
         lm.save_pretrained(folder / "adapter", selected_adapters=[adapter])
-        lm = copy.deepcopy(lm).merge_and_unload(adapter_names=[adapter])
+        lm = copy.deepcopy(lm).merge_and_unload(adapter_names=[adapter])  # type: ignore[operator]  # peft
     lm.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     policy.save_value_head(folder)

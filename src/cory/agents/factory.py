@@ -8,6 +8,9 @@ adapter, so N agents cost about one model's memory.
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -42,7 +45,7 @@ def _lora_config(config: RunConfig):
     except ImportError:
         raise ConfigError("agents.lora.enabled: LoRA needs peft; pip install peft==0.21.2") from None
     lora = config.agents.lora
-    return peft.LoraConfig(r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
+    return peft.LoraConfig(r=lora.r, lora_alpha=lora.alpha,  # type: ignore[arg-type]  # peft takes floats lora_dropout=lora.dropout,
                            target_modules=lora.target_modules or "all-linear", bias="none",
                            task_type="CAUSAL_LM")
 
@@ -58,7 +61,7 @@ def _use_chat(config: RunConfig, task_chat: bool, loaded: LoadedModel) -> bool:
     return wanted
 
 
-def build_agents(config: RunConfig, task_chat: bool = False, stop_strings: list[str] = (),
+def build_agents(config: RunConfig, task_chat: bool = False, stop_strings: Sequence[str] = (),
                  policy_sources: list[str] | None = None,
                  indices: list[int] | None = None) -> list[Agent]:
     """One agent per topology node (or only those in ``indices``, e.g. the one a Ray actor
@@ -70,7 +73,7 @@ def build_agents(config: RunConfig, task_chat: bool = False, stop_strings: list[
     specs = config.agent_models()
     bases: dict[tuple[str, torch.device], LoadedModel] = {}
     references: dict[tuple[str, torch.device], Reference] = {}
-    peft_bases: dict[str, torch.nn.Module] = {}
+    peft_bases: dict[str, Any] = {}  # peft models
     settings = AgentSettings.of(config)
     engines: dict[int, VLLMEngine] = {}  # generation.engine: vllm with LoRA: one engine per peft base
     agents = []
@@ -84,7 +87,7 @@ def build_agents(config: RunConfig, task_chat: bool = False, stop_strings: list[
             lm, reference, adapter = _lora_policy(config, base, spec, index, peft_bases)
         else:
             if source != spec:
-                lm = load_model(source, config.dtype, config.trust_remote_code).model.to(device)
+                lm = load_model(source, config.dtype, config.trust_remote_code).model.to(device)  # type: ignore[arg-type]
             else:
                 lm = copy.deepcopy(base.model)
             for param in lm.parameters():
@@ -98,7 +101,7 @@ def build_agents(config: RunConfig, task_chat: bool = False, stop_strings: list[
         if agent.engine is not None and adapter is not None:
             engines[id(lm)] = agent.engine
         if source != spec:
-            agent.policy.load_value_head(source)  # a folder without one keeps the fresh head
+            agent.policy.load_value_head(Path(source))  # a folder without one keeps the fresh head
         agents.append(agent)
     return agents
 
@@ -108,14 +111,14 @@ def _base_on(device: torch.device, spec: str, bases: dict[tuple[str, torch.devic
     """Base model ``spec`` on ``device``: a copy of one already loaded elsewhere, or a load."""
     for (loaded_spec, _), loaded in bases.items():
         if loaded_spec == spec:
-            return LoadedModel(spec, copy.deepcopy(loaded.model).to(device), loaded.tokenizer)
+            return LoadedModel(spec, copy.deepcopy(loaded.model).to(device), loaded.tokenizer)  # type: ignore[arg-type]
     loaded = load_model(spec, config.dtype, config.trust_remote_code)
-    loaded.model.to(device)
+    loaded.model.to(device)  # type: ignore[arg-type]  # transformers types .to() for dtypes only
     return loaded
 
 
 def _lora_policy(config: RunConfig, base: LoadedModel, spec: str, index: int,
-                 peft_bases: dict[str, torch.nn.Module]):
+                 peft_bases: dict[str, Any]):
     import peft
 
     adapter = f"agent{index}"

@@ -11,12 +11,15 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from cory.agents.agent import Agent
+from cory.errors import CoryError
 from cory.provenance import describe_device
 from cory.types import GenerateRequest, Reply, Stats
 
 
 class AgentGroup(Protocol):
     """What the trainer asks of its agents. Calls naming several agents may run in parallel."""
+
+    restarts: int  # how often ``restart`` replaced the agents' processes
 
     def __len__(self) -> int: ...
 
@@ -41,7 +44,11 @@ class AgentGroup(Protocol):
     def save_pretrained(self, folder: Path) -> None:
         """Every agent exports a Hugging Face folder ``folder/agentN``."""
 
-    def close(self) -> None: ...
+    def restart(self) -> None:
+        """Replace every agent's process with a fresh one; state then comes from a checkpoint."""
+
+    def close(self) -> None:
+        """Release what the agents hold (processes, engines)."""
 
 
 class LocalAgents:
@@ -49,6 +56,7 @@ class LocalAgents:
 
     def __init__(self, agents: list[Agent]) -> None:
         self.agents = agents
+        self.restarts = 0
 
     def __len__(self) -> int:
         return len(self.agents)
@@ -57,8 +65,7 @@ class LocalAgents:
         return [describe_device(agent.device) for agent in self.agents]
 
     def generate(self, requests: dict[int, GenerateRequest]) -> dict[int, Reply]:
-        return {i: self.agents[i].generate(r.prompts, r.step, r.phase, r.greedy, r.keep, r.budgets)
-                for i, r in requests.items()}
+        return {i: self.agents[i].generate(request) for i, request in requests.items()}
 
     def update(self, scores: dict[int, list[float]], step: int) -> dict[int, Stats]:
         return {i: self.agents[i].update(values, step) for i, values in scores.items()}
@@ -77,6 +84,10 @@ class LocalAgents:
     def save_pretrained(self, folder: Path) -> None:
         for agent in self.agents:
             agent.save_pretrained(Path(folder) / agent.name)
+
+    def restart(self) -> None:
+        """Agents in this process are never lost: nothing to replace."""
+        raise CoryError("in-process agents cannot be restarted; only backend: ray replaces lost agents")
 
     def close(self) -> None:
         """Stop the agents' rollout engines (vLLM), if any."""

@@ -27,7 +27,7 @@ def lr_lambda(kind: str, warmup: int, total: int) -> Callable[[int], float]:
 def build_optimizer(params: list[torch.nn.Parameter], ppo: PPOConfig, fused: bool) -> torch.optim.AdamW:
     """AdamW as TRL's PPO; ``fused``: one fused kernel, else the per-parameter loop."""
     return torch.optim.AdamW(params, lr=ppo.learning_rate, eps=ppo.adam_eps, weight_decay=ppo.weight_decay,
-                             **({"fused": True} if fused else {"foreach": False}))
+                             fused=True if fused else None, foreach=None if fused else False)
 
 
 def build_scheduler(optimizer: torch.optim.Optimizer, ppo: PPOConfig,

@@ -42,8 +42,8 @@ class PromptEncoder:
         """The prompt as the model sees it: wrapped in the chat template when one is used."""
         if not self.use_chat:
             return prompt
-        return self.tokenizer.apply_chat_template(
-            [{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True)
+        return str(self.tokenizer.apply_chat_template(
+            [{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True))
 
     def encode(self, prompts: list[str], device: torch.device) -> EncodedPrompts:
         """Prompts over the token budget lose their start (the end carries the question)."""

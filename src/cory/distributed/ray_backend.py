@@ -10,6 +10,7 @@ several agents (a topology level, the updates) run in parallel.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -53,8 +54,7 @@ class AgentWorker:
         return describe_device(self.agent.device)
 
     def generate(self, request: GenerateRequest) -> Reply:
-        return self.agent.generate(request.prompts, request.step, request.phase, request.greedy, request.keep,
-                                   request.budgets)
+        return self.agent.generate(request)
 
     def update(self, scores: list[float], step: int) -> Stats:
         return self.agent.update(scores, step)
@@ -150,7 +150,7 @@ class RayAgents:
     """The ``AgentGroup`` methods over one Ray actor per agent (a worker group of
     ``agents.shards`` actors per agent when it is sharded)."""
 
-    def __init__(self, config: RunConfig, task_chat: bool = False, stop_strings: list[str] = ()) -> None:
+    def __init__(self, config: RunConfig, task_chat: bool = False, stop_strings: Sequence[str] = ()) -> None:
         ensure_ray(config)
         self._ray = _ray()
         self.config = config

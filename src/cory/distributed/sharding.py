@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Iterator, cast
 
 import torch
 import torch.distributed as dist
@@ -81,7 +81,7 @@ def shard_policy(policy: nn.Module) -> None:
     number of ranks (``Shards.loss_weight``), so the average is the whole mini-batch's gradient."""
     from torch.distributed.fsdp import FSDPModule, fully_shard
 
-    for layer in decoder_layers(policy.lm):
+    for layer in decoder_layers(cast(nn.Module, policy.lm)):
         fully_shard(layer)
     fully_shard(policy)
     # FSDP sets itself up on the root's first forward; sampling calls the LM directly, so

@@ -116,9 +116,10 @@ def _exception_line(text: str) -> str:
 
 class VLLMEngine:
     """One agent's vLLM engine, or with ``lora_rank`` the engine of a peft base whose
-    agents are its adapters. ``name`` labels its messages; ``device`` is the agents'."""
+    agents are its adapters (``lm``: a transformers model, or the peft model holding them).
+    ``name`` labels its messages; ``device`` is the agents'."""
 
-    def __init__(self, name: str, lm: torch.nn.Module, tokenizer: Any, config: VLLMConfig,
+    def __init__(self, name: str, lm: Any, tokenizer: Any, config: VLLMConfig,
                  seed: int, max_model_len: int, device: torch.device, threads: int | None,
                  lora_rank: int = 0, max_loras: int = 1) -> None:
         self.name, self.lm, self.tokenizer, self.config = name, lm, tokenizer, config

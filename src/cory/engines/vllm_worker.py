@@ -120,7 +120,8 @@ def serve(connection: Connection) -> None:
             elif op == "sample":
                 reply = engine.sample(message["requests"])
             elif op == "load":
-                reply = engine.load()
+                engine.load()
+                reply = None
             else:
                 raise RuntimeError(f"unknown message {op!r}")
             connection.send({"ok": reply})

@@ -6,6 +6,7 @@ import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 import torch
 from safetensors.torch import load_file, save_file
@@ -108,7 +109,7 @@ def compile_policy(policy: Policy, device: torch.device) -> nn.Module:
     if device.type == "cpu" and shutil.which(os.environ.get("CXX", "g++")) is None:
         raise ConfigError("ppo.compile: torch.compile on CPU needs a C++ compiler; install g++ "
                           "(or point CXX at one), or set ppo.compile=false")
-    return torch.compile(policy, dynamic=True)
+    return cast(nn.Module, torch.compile(policy, dynamic=True))
 
 
 def score_sequences(

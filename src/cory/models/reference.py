@@ -42,5 +42,5 @@ def adapter_free_reference(peft_model: PreTrainedModel) -> Reference:
     """The shared base of a peft model, scored with every adapter disabled."""
     reference = Reference.__new__(Reference)
     reference.lm = peft_model
-    reference._context = peft_model.disable_adapter
+    reference._context = peft_model.disable_adapter  # type: ignore[assignment]  # peft's method
     return reference

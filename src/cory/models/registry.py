@@ -42,11 +42,11 @@ def load_model(
     check_spec(spec)
     if spec in TINY_SPECS:
         model, tokenizer = build_tiny(spec, seed=seed)
-        model = model.to(DTYPES[dtype])
+        model = model.to(DTYPES[dtype])  # type: ignore[arg-type]  # transformers types .to() narrowly
     else:
         source = _folder_of(spec)
         try:
-            tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=trust_remote_code)
+            tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=trust_remote_code)  # type: ignore[assignment]
             model = AutoModelForCausalLM.from_pretrained(
                 source, dtype=DTYPES[dtype], trust_remote_code=trust_remote_code
             )
@@ -69,7 +69,7 @@ def load_tokenizer(spec: str, trust_remote_code: bool = False) -> PreTrainedToke
         tokenizer = char_tokenizer() if spec == "tiny-random" else bpe_tokenizer()
     else:
         try:
-            tokenizer = AutoTokenizer.from_pretrained(_folder_of(spec), trust_remote_code=trust_remote_code)
+            tokenizer = AutoTokenizer.from_pretrained(_folder_of(spec), trust_remote_code=trust_remote_code)  # type: ignore[assignment]
         except OSError as error:
             raise CoryError(f"could not load the tokenizer of '{spec}': {error}") from None
     prepare_tokenizer(tokenizer)

@@ -104,7 +104,7 @@ def build_tiny(spec: str, seed: int = 0) -> tuple[PreTrainedModel, PreTrainedTok
             )
             model = LlamaForCausalLM(config)
         elif spec == "tiny-random-gpt2":
-            config = GPT2Config(
+            gpt2 = GPT2Config(
                 n_embd=48,
                 n_layer=2,
                 n_head=4,
@@ -114,7 +114,7 @@ def build_tiny(spec: str, seed: int = 0) -> tuple[PreTrainedModel, PreTrainedTok
                 attn_pdrop=0.0,
                 **ids,
             )
-            model = GPT2LMHeadModel(config)
+            model = GPT2LMHeadModel(gpt2)
         else:
             raise ValueError(f"unknown tiny model {spec!r}; choose one of {TINY_SPECS}")
     model.generation_config.pad_token_id = tokenizer.pad_token_id

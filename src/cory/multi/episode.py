@@ -40,8 +40,8 @@ def run_episode(agents: AgentGroup, topology: Topology, agent_for_role: list[int
                 keep: bool = True, budgets: list[int] | None = None) -> Episode:
     """Let every role answer, level by level; roles of one level are asked together.
     ``budgets`` (one per query) holds every role's answer to a query to the same token budget."""
-    prompts: list[list[str] | None] = [None] * topology.n_roles
-    replies: list[Reply | None] = [None] * topology.n_roles
+    prompts: dict[int, list[str]] = {}
+    replies: dict[int, Reply] = {}
     for level in topology.levels():
         requests = {}
         for role in level:
@@ -56,7 +56,8 @@ def run_episode(agents: AgentGroup, topology: Topology, agent_for_role: list[int
         answered = agents.generate(requests)
         for role in level:
             replies[role] = answered[agent_for_role[role]]
-    return Episode(queries, agent_for_role, prompts, replies)
+    roles = range(topology.n_roles)
+    return Episode(queries, agent_for_role, [prompts[r] for r in roles], [replies[r] for r in roles])
 
 
 def score_episode(episode: Episode, reward: RewardFunction) -> torch.Tensor:

@@ -7,6 +7,7 @@ from typing import Callable
 import torch
 
 from cory.config import RewardConfig, RunConfig
+from cory.errors import ConfigError
 from cory.rewards.base import RewardError, RewardFunction, score_safely
 
 __all__ = ["RewardError", "RewardFunction", "build_reward", "score_safely"]
@@ -42,6 +43,8 @@ def build_reward(reward: RewardConfig, default: str, task: str = "imdb", toy_tar
             from cory.rewards.reward_model import default_reward_model
 
             source = str(default_reward_model(task))
+        if source is None:
+            raise ConfigError(f"reward.model: reward '{name}' needs a classifier folder or hub id")
         return ClassifierReward(source, reward.label, reward.batch_size, device,
                                 trust_remote_code=trust_remote_code)
     if name == "remote":

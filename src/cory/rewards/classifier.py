@@ -12,7 +12,7 @@ import uuid
 from pathlib import Path
 
 import torch
-from transformers import AutoModelForSequenceClassification, AutoTokenizer
+from transformers import AutoModelForSequenceClassification, AutoTokenizer, PreTrainedModel
 
 from cory.errors import ConfigError, CoryError
 from cory.paths import package_folder
@@ -38,7 +38,7 @@ def optimiser_step(model: torch.nn.Module, loss: torch.Tensor, optimizer, schedu
     optimizer.zero_grad(set_to_none=True)
 
 
-def save_classifier(model: torch.nn.Module, tokenizer, report: dict, out_dir: Path) -> None:
+def save_classifier(model: PreTrainedModel, tokenizer, report: dict, out_dir: Path) -> None:
     """Save a trained classifier and its report so that ``out_dir`` is complete or absent."""
     out_dir = Path(out_dir)
     out_dir.parent.mkdir(parents=True, exist_ok=True)

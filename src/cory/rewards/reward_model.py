@@ -57,12 +57,12 @@ def _backbone(spec: str | None, seed: int):
             tokenizer.padding_side = "right"
             config = BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2,
                                 num_attention_heads=2, intermediate_size=64, max_position_embeddings=512,
-                                pad_token_id=tokenizer.pad_token_id, num_labels=1)
+                                pad_token_id=tokenizer.pad_token_id, num_labels=1)  # type: ignore[call-arg]
             tokenizer.truncation_side = "left"  # a long dialogue keeps its end: the answers differ there
             return BertForSequenceClassification(config), tokenizer
         source = str(minilm_folder()) if spec is None else spec
         try:
-            tokenizer = AutoTokenizer.from_pretrained(source)
+            tokenizer = AutoTokenizer.from_pretrained(source)  # type: ignore[assignment]  # a fast tokenizer
             model = AutoModelForSequenceClassification.from_pretrained(source, num_labels=1)
         except OSError as error:
             raise CoryError(f"could not load reward-model backbone '{source}': {error}") from None

@@ -33,7 +33,7 @@ def review_prefixes(reviews: list[str], tokenizer: PreTrainedTokenizerBase, low:
     prompts = []
     for ids in encoded:
         n = rng.randint(low, high)
-        query = tokenizer.decode(ids[:n], skip_special_tokens=True)
+        query = str(tokenizer.decode(ids[:n], skip_special_tokens=True))
         if query.strip():
             prompts.append(Prompt(query))
     return prompts

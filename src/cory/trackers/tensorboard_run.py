@@ -34,7 +34,7 @@ class TensorBoardRun:
         if last is None:
             experiment, start, end = hparams(flat_hparams(config), {})
             for summary in (experiment, start, end):
-                self.writer.file_writer.add_summary(summary)
+                self.writer._get_file_writer().add_summary(summary)
             self.writer.add_text("config", "```\n" + yaml.safe_dump(config, sort_keys=False) + "```", 0)
             self.writer.flush()
 

@@ -40,7 +40,7 @@ def history(path: Path) -> list[dict[str, str]]:
 
     rows = []
     for raw in records(path):
-        record = wandb_internal_pb2.Record()
+        record = wandb_internal_pb2.Record()  # type: ignore[attr-defined]  # generated protobuf
         try:
             record.ParseFromString(raw)
         except Exception:  # a record cut short by a kill
