@@ -74,7 +74,7 @@ def test_a_failing_reward_names_the_sample(make_config):
     config = make_config(steps=1, eval_every=0, **python_reward("fails_on_x"))
     trainer = Trainer(config)
     from cory.rewards.base import score_safely
-    from cory.tasks.base import Prompt
+    from cory.types import Prompt
 
     with pytest.raises(RewardError, match=r"failed on query 'q2' with response 'an x here'.*cannot score an x"):
         score_safely(trainer.reward, [Prompt("q1"), Prompt("q2")], ["fine", "an x here"])

@@ -8,7 +8,7 @@ import torch
 from cory.models.generation import SamplingSettings, sample
 from cory.models.policy import Policy, ValueHead, hidden_size_of
 from cory.models.registry import load_model, stop_token_ids
-from cory.tasks.base import Prompt
+from cory.types import Prompt
 
 pytestmark = pytest.mark.integration
 

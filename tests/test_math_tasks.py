@@ -11,7 +11,7 @@ from cory.evaluation import pareto_frontier, pass_at_k
 from cory.answers import answers_match, check_answers, extract_answer, gold_answer
 from cory.rewards.exact_match import ExactMatchReward
 from cory.tasks.arithmetic import build_arithmetic
-from cory.tasks.base import Prompt
+from cory.types import Prompt
 from cory.tasks.gsm8k import build_gsm8k
 
 EXTRACTION_TABLE = [

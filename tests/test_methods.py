@@ -8,7 +8,7 @@ import torch
 from cory.agents.elastic_reset import ElasticReset
 from cory.logging import read_jsonl_rows
 from cory.trainer import Trainer
-from cory.types import GenerateRequest, Reply
+from cory.types import GenerateRequest, Prompt, Reply
 from helpers.training import run_trainer as run
 
 
@@ -133,7 +133,6 @@ def test_lora_agents_share_one_base_and_train_only_their_adapter(make_config):
 
 def test_moe_system_answer_is_the_higher_value_reply():
     from cory.multi.episode import Episode, system_choice
-    from cory.tasks.base import Prompt
 
     def reply(values):
         return Reply(["x"] * 3, values, [0.0] * 3, [1] * 3, [False] * 3, 0)

@@ -11,7 +11,7 @@ from cory.config import TaskConfig
 from cory.errors import DataError
 from cory.rewards.classifier import ClassifierReward
 from cory.rewards.reward_model import bradley_terry_loss, train_reward_model
-from cory.tasks.base import Prompt
+from cory.types import Prompt
 from cory.tasks.hh import build_hh, load_pairs, split_dialogue
 
 SHARED_HH = Path(__file__).resolve().parents[2] / "shared" / "data" / "hh-rlhf" / "harmless-base-test.jsonl.gz"

@@ -22,7 +22,7 @@ from cory.errors import CoryError
 from cory.rewards.exact_match import ExactMatchReward
 from cory.rewards.remote import BadRewardAnswer, RemoteReward, RewardRefused, RewardUnavailable
 from cory.rewards.simple import VaderReward
-from cory.tasks.base import Prompt
+from cory.types import Prompt
 from helpers.training import run_trainer
 
 PROMPTS = [Prompt("The film was"), Prompt("I hated"), Prompt("An actor"), Prompt("What a")]

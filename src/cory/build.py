@@ -1,24 +1,33 @@
 """Assembling a run: a config in; its task, reward, agent group, topology and role schedule out.
 
 The one place that builds these, used by the trainer and by ``cory eval`` (the Ray backend's
-actors build their single agent with ``cory.agents.factory.build_agents``).
+actors build their single agent with ``cory.agents.factory.build_agents``), and that prepares
+the training process (checks against this machine, seeds, threads, determinism).
 """
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
+
+import torch
 
 from cory.agents.group import AgentGroup
 from cory.config import RunConfig
+from cory.errors import ConfigWarning
 from cory.multi.roles import RoleSchedule
 from cory.multi.topology import Topology, topology_of
 from cory.rewards import reward_of
 from cory.rewards.base import RewardFunction
+from cory.preflight import check_environment
+from cory.seeding import seed_everything, use_deterministic_algorithms
 from cory.tasks.base import Task
+from cory.validation import ignored_settings
 
 
 @dataclass
 class RunParts:
+    config: RunConfig
     task: Task
     reward: RewardFunction
     agents: AgentGroup
@@ -35,8 +44,30 @@ def build_run(config: RunConfig, task: Task | None = None, agents: AgentGroup | 
     task = task or build_task_of(config)
     agents = agents or build_agent_group(config, task, policy_sources, local)
     reward = reward or build_reward_of(config, task, local)
-    return RunParts(task, reward, agents, topology_of(config),
+    return RunParts(config, task, reward, agents, topology_of(config),
                     RoleSchedule(config.n_agents, config.roles.swap_every))
+
+
+def prepare_process(config: RunConfig) -> RunConfig:
+    """Check ``config`` against this machine (model folders, resume, trackers), warn about
+    settings its algorithm ignores, then seed this process and set its torch threads and
+    determinism. Returns the checked config."""
+    checked = check_environment(config)
+    for message in ignored_settings(config):
+        warnings.warn(message, ConfigWarning, stacklevel=3)
+    seed_everything(config.seed)
+    if config.threads:
+        torch.set_num_threads(config.threads)
+    if config.deterministic:
+        use_deterministic_algorithms()
+    return checked
+
+
+def assemble_run(config: RunConfig, task: Task | None = None, agents: AgentGroup | None = None,
+                 reward: RewardFunction | None = None) -> RunParts:
+    """A training run ready to start: this process prepared, then every part built (parts
+    passed in are used as they are)."""
+    return build_run(prepare_process(config), task=task, agents=agents, reward=reward)
 
 
 def build_task_of(config: RunConfig) -> Task:

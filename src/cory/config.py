@@ -13,7 +13,6 @@ from typing import Literal
 import yaml
 
 from cory.configtree import option, to_dict
-from cory.errors import ConfigError
 from cory.methods import METHODS
 
 @dataclass

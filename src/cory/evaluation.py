@@ -13,12 +13,13 @@ from cory.agents.group import AgentGroup
 from cory.agents.sampling import stratified_budgets
 from cory.config import RunConfig
 from cory.errors import ConfigError
-from cory.multi.episode import Episode, run_episode, score_episode, system_choice
+from cory.multi.episode import (Episode, episode_samples, metric_prefixes, run_episode, score_episode,
+                                system_choice)
 from cory.multi.moe import gather_selected
 from cory.multi.topology import Topology
 from cory.rewards.base import RewardFunction, score_safely
-from cory.tasks.base import Prompt, Task
-from cory.types import GenerateRequest, Reply
+from cory.tasks.base import Task
+from cory.types import GenerateRequest, Prompt, Reply
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -62,7 +63,7 @@ def evaluate(agents: AgentGroup, topology: Topology, agent_for_role: list[int], 
     metrics: dict[str, float] = {}
     for role, name in enumerate(names):
         summary = reply_metrics(episode.replies[role], rewards[role])
-        for prefix in (f"eval/{name}", f"eval/agent{agent_for_role[role]}"):
+        for prefix in metric_prefixes(name, agent_for_role[role], scope="eval/"):
             metrics.update({f"{prefix}/{key}": value for key, value in summary.items()})
     metrics["eval/task_reward"] = rewards.mean().item()
     metrics["eval/kl"] = episode.kl().mean().item()
@@ -72,13 +73,7 @@ def evaluate(agents: AgentGroup, topology: Topology, agent_for_role: list[int], 
     metrics["eval/system/task_reward"] = gather_selected(rewards, chosen).mean().item()
     if task.checker is not None:
         metrics.update(_pass_metrics(episode, task, names, n, config.eval.pass_k, chosen))
-    samples = [
-        {"role": names[role], "agent": agent_for_role[role], "query": repeated[i].query,
-         "prompt": episode.prompts[role][i], "response": episode.replies[role].texts[i],
-         "task_reward": rewards[role, i].item()}
-        for i in range(min(n_samples, len(repeated))) for role in range(episode.n_roles)
-    ]
-    return EvalResult(metrics, samples)
+    return EvalResult(metrics, episode_samples(episode, rewards, names, n_samples))
 
 
 def evaluation_budgets(config: RunConfig, rows: int) -> list[int] | None:

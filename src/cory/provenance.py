@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import platform
 import time
 from pathlib import Path
@@ -98,3 +99,15 @@ def record_environment(run_dir: Path, entry: dict[str, Any]) -> None:
     """Append ``entry`` to the run's ``environment.jsonl``."""
     with (Path(run_dir) / ENVIRONMENT_FILE).open("a", encoding="utf-8") as handle:
         handle.write(json.dumps(entry) + "\n")
+
+
+def resident_memory_gb() -> float:
+    """This process's current resident memory (peak, where /proc is not available)."""
+    try:
+        with open("/proc/self/statm") as handle:
+            pages = int(handle.read().split()[1])
+        return pages * os.sysconf("SC_PAGE_SIZE") / 2**30
+    except (OSError, ValueError):
+        import resource
+
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20

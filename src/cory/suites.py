@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from cory.config import RunConfig
-from cory.configtree import build, deep_merge, option, parse_override, set_dotted, to_dict
+from cory.configtree import build, deep_merge, option, parse_override, set_dotted
 from cory.errors import ConfigError
 from cory.loading import read_config_file, read_yaml, resolve
 

@@ -10,10 +10,7 @@ The trainer only moves text and numbers; the agents hold the models.
 
 from __future__ import annotations
 
-import os
-import random
 import time
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -22,72 +19,41 @@ import torch
 
 from cory.agents.group import AgentGroup
 from cory.algorithms.registry import algorithm_named
-from cory.build import build_run
+from cory.build import RunParts, assemble_run
 from cory.checkpoint import Checkpoint, latest_good, load_checkpoint, save_checkpoint, save_tensors, step_dir
 from cory.config import RunConfig
 from cory.configtree import to_dict
-from cory.errors import AgentLost, ConfigWarning, CoryError, NumericFault
+from cory.errors import AgentLost, CoryError, NumericFault
 from cory.evaluation import evaluate
 from cory.logging import METRICS_FILE, RunLogger, read_jsonl_rows
 from cory.multi.collective import collective_rewards
-from cory.multi.episode import Episode, run_episode, score_episode, system_choice
+from cory.multi.episode import (Episode, episode_samples, metric_prefixes, run_episode, score_episode,
+                                system_choice)
 from cory.multi.moe import gather_selected
-from cory.preflight import check_environment
-from cory.provenance import describe_environment, record_environment
+from cory.prompt_sampler import PromptSampler
+from cory.provenance import describe_environment, record_environment, resident_memory_gb
 from cory.rewards.base import RewardFunction
 from cory.rewards.remote import RewardRefused, RewardUnavailable, redact
 from cory.rundir import check_resumable, export_final, log_texts, open_run_dir, restore_logs
-from cory.seeding import (derive_seed, rng_state, seed_everything, set_rng_state, torch_rng_tensors,
-                          use_deterministic_algorithms)
+from cory.seeding import rng_state, seed_everything, set_rng_state, torch_rng_tensors
 from cory.tasks.base import Task
+from cory.timing import StageTimer
 from cory.trackers import TrackerSet
-from cory.validation import ignored_settings
-from cory.types import Prompt
+
 HEADLINE_STATS = ("kl_coef", "entropy", "clip_fraction", "approx_kl", "value_loss", "policy_loss",
                   "explained_variance", "response_length", "grad_norm")
-
-
-class PromptSampler:
-    """Iteration ``s`` gets the prompts at positions ``[s * n, (s + 1) * n)`` of an endless
-    stream of seeded epoch permutations: a pure function of ``s``, hence exact on resume."""
-
-    def __init__(self, prompts: list[Prompt], per_step: int, repeat: int, seed: int) -> None:
-        self.prompts, self.per_step, self.repeat, self.seed = prompts, per_step, repeat, seed
-        self._orders: dict[int, list[int]] = {}
-
-    def _order(self, epoch: int) -> list[int]:
-        if epoch not in self._orders:
-            order = list(range(len(self.prompts)))
-            random.Random(derive_seed("data", self.seed, epoch)).shuffle(order)
-            self._orders = {epoch: order}
-        return self._orders[epoch]
-
-    def position(self, step: int) -> int:
-        return step * self.per_step
-
-    def batch(self, step: int) -> list[Prompt]:
-        picked = []
-        for position in range(self.position(step), self.position(step) + self.per_step):
-            epoch, offset = divmod(position, len(self.prompts))
-            picked.append(self.prompts[self._order(epoch)[offset]])
-        return [p for p in picked for _ in range(self.repeat)]
 
 
 class Trainer:
     """Owns the loop; the agents (local or Ray actors) own the models."""
 
-    def __init__(self, config: RunConfig, agents: AgentGroup | None = None, task: Task | None = None,
+    def __init__(self, run: RunConfig | RunParts, agents: AgentGroup | None = None, task: Task | None = None,
                  reward: RewardFunction | None = None) -> None:
-        self.config = check_environment(config)
-        for message in ignored_settings(config):
-            warnings.warn(message, ConfigWarning, stacklevel=2)
+        """``run``: the parts ``build.assemble_run`` made, or a config that is assembled here
+        (with ``agents``, ``task`` or ``reward``, where given, used as they are)."""
+        parts = run if isinstance(run, RunParts) else assemble_run(run, task=task, agents=agents, reward=reward)
+        config = self.config = parts.config
         self.run_dir = Path(config.output_dir)
-        seed_everything(config.seed)
-        if config.threads:
-            torch.set_num_threads(config.threads)
-        if config.deterministic:
-            use_deterministic_algorithms()
-        parts = build_run(config, task=task, agents=agents, reward=reward)
         self.task, self.agents, self.reward = parts.task, parts.agents, parts.reward
         self.topology, self.roles = parts.topology, parts.roles
         self.role_names = self.topology.role_names()
@@ -199,33 +165,32 @@ class Trainer:
     def run_iteration(self, step: int) -> dict[str, Any]:
         """One training iteration (rollout, rewards, updates); returns its metrics row."""
         config = self.config
-        started = time.perf_counter()
+        timer = StageTimer()
         if config.roles.reset_on_swap and self.roles.exchanges_at(step):
             self.agents.reset_learning_state()
             seed_everything(config.seed)  # as TRL's PPOTrainer does when it is built
         mapping = self.roles.agent_for_role(step)
-        queries = self.sampler.batch(step)
-        episode = run_episode(self.agents, self.topology, mapping, self.task, queries, step)
-        rolled = time.perf_counter()
-        task_rewards = score_episode(episode, self.reward)
-        scored = time.perf_counter()
-        mixed = collective_rewards(task_rewards, config.collective.lambda_, config.collective.normalize)
-        stats = self.agents.update({mapping[r]: mixed[r].tolist() for r in range(self.topology.n_roles)}, step)
-        updated = time.perf_counter()
+        with timer.stage("rollout"):
+            episode = run_episode(self.agents, self.topology, mapping, self.task, self.sampler.batch(step), step)
+        with timer.stage("score"):
+            task_rewards = score_episode(episode, self.reward)
+        with timer.stage("update"):
+            mixed = collective_rewards(task_rewards, config.collective.lambda_, config.collective.normalize)
+            stats = self.agents.update({mapping[r]: mixed[r].tolist() for r in range(self.topology.n_roles)}, step)
+        iteration = timer.elapsed()
         row = self._summarise(step, episode, task_rewards, mixed, stats)
         faults = [f"agent{a}: {s['fault_reason']}" for a, s in stats.items() if s.get("fault")]
         if faults:
             row.update({"fault": 1.0, "fault_reason": "; ".join(faults)})
         row.update({
-            "time/rollout": rolled - started,
+            **timer.metrics(),
             "time/generate": sum(r.seconds["generate"] for r in episode.replies),
             "time/reference": sum(r.seconds["reference"] for r in episode.replies),
-            "time/score": scored - rolled,
-            "time/update": updated - scored,
-            "time/iteration": updated - started,
+            "time/iteration": iteration,
         })
         if self.logger is not None and config.log.n_samples and step % config.log.samples_every == 0:
-            self.logger.samples(_sample_rows(step, "train", episode, self.role_names, config.log.n_samples))
+            samples = episode_samples(episode, task_rewards, self.role_names, config.log.n_samples)
+            self.logger.samples([{"step": step, "phase": "train", **sample} for sample in samples])
         return row
 
     def _summarise(self, step: int, episode: Episode, task_rewards: torch.Tensor,
@@ -241,7 +206,7 @@ class Trainer:
             agent = episode.agent_for_role[role]
             if len(self.role_names) > 1:
                 row[f"{name}/agent"] = agent
-            for prefix in (name, f"agent{agent}"):
+            for prefix in metric_prefixes(name, agent):
                 row[f"{prefix}/task_reward"] = task_rewards[role].mean().item()
                 row[f"{prefix}/task_reward_std"] = task_rewards[role].std(unbiased=False).item()
                 row[f"{prefix}/collective_reward"] = mixed[role].mean().item()
@@ -324,29 +289,3 @@ def shareable_config(config: RunConfig) -> dict[str, Any]:
     reward["url"] = redact(reward["url"]) if reward.get("url") else reward.get("url")
     reward["urls"] = [redact(url) for url in reward["urls"]] if reward.get("urls") else reward.get("urls")
     return tree
-
-
-def resident_memory_gb() -> float:
-    """This process's current resident memory (peak, where /proc is not available)."""
-    try:
-        with open("/proc/self/statm") as handle:
-            pages = int(handle.read().split()[1])
-        return pages * os.sysconf("SC_PAGE_SIZE") / 2**30
-    except (OSError, ValueError):
-        import resource
-
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
-
-
-def _sample_rows(step: int, phase: str, episode: Episode, names: list[str], n: int) -> list[dict[str, Any]]:
-    rewards = episode.task_rewards
-    if rewards is None:
-        raise CoryError("sample rows need a scored episode")
-    rows = []
-    for i in range(min(n, len(episode.queries))):
-        for role, name in enumerate(names):
-            rows.append({"step": step, "phase": phase, "role": name, "agent": episode.agent_for_role[role],
-                         "query": episode.queries[i].query, "prompt": episode.prompts[role][i],
-                         "response": episode.replies[role].texts[i],
-                         "task_reward": rewards[role, i].item()})
-    return rows

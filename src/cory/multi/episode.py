@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
 from cory.agents.group import AgentGroup
-from cory.types import GenerateRequest, Reply
 from cory.multi.moe import select_by_value
 from cory.multi.topology import Topology
 from cory.rewards.base import RewardFunction, score_safely
-from cory.tasks.base import Prompt, Task
+from cory.tasks.base import Task
+from cory.types import GenerateRequest, Prompt, Reply
 
 
 @dataclass
@@ -74,3 +75,18 @@ def system_choice(episode: Episode, answer: str) -> torch.Tensor:
     if answer == "value":
         return select_by_value(episode.values())
     return torch.full((len(episode.queries),), episode.n_roles - 1, dtype=torch.long)
+
+
+def episode_samples(episode: Episode, rewards: torch.Tensor, names: list[str], n: int) -> list[dict[str, Any]]:
+    """The first ``n`` queries' answers, role by role, as sample rows (role, agent, query,
+    prompt, response, task reward)."""
+    return [{"role": name, "agent": episode.agent_for_role[role], "query": episode.queries[i].query,
+             "prompt": episode.prompts[role][i], "response": episode.replies[role].texts[i],
+             "task_reward": rewards[role, i].item()}
+            for i in range(min(n, len(episode.queries))) for role, name in enumerate(names)]
+
+
+def metric_prefixes(role_name: str, agent: int, scope: str = "") -> tuple[str, str]:
+    """The two names a role's metrics are logged under: the role's and its agent's
+    (``pioneer/...`` and ``agent0/...``; with ``scope`` "eval/": ``eval/pioneer/...``)."""
+    return f"{scope}{role_name}", f"{scope}agent{agent}"

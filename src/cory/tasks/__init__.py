@@ -5,7 +5,8 @@ from __future__ import annotations
 from transformers import PreTrainedTokenizerBase
 
 from cory.config import TaskConfig
-from cory.tasks.base import Prompt, Task
+from cory.tasks.base import Task
+from cory.types import Prompt
 
 __all__ = ["Prompt", "Task", "build_task"]
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 from cory.config import TaskConfig
 from cory.errors import DataError
 from cory.sources import is_local_file, load_hub_dataset, read_jsonl
-from cory.tasks.base import DEFAULT_REWARDS, Prompt, Task, split_train_test
+from cory.tasks.base import DEFAULT_REWARDS, Task, split_train_test
+from cory.types import Prompt
 
 ASSISTANT = "\n\nAssistant:"
 HUB_ID = "Anthropic/hh-rlhf"

@@ -16,7 +16,8 @@ from transformers import PreTrainedTokenizerBase
 from cory.config import TaskConfig
 from cory.errors import ConfigError
 from cory.sources import is_local_file, load_hub_dataset, read_rated_snippets, read_texts
-from cory.tasks.base import DEFAULT_REWARDS, Prompt, Task, split_train_test
+from cory.tasks.base import DEFAULT_REWARDS, Task, split_train_test
+from cory.types import Prompt
 
 OBSERVER_TEMPLATE = 'I can make this sentence "{query}{answers}" more positive: {query}'
 

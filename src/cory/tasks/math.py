@@ -13,7 +13,8 @@ from transformers import PreTrainedTokenizerBase
 
 from cory.config import TaskConfig
 from cory.answers import check_answers
-from cory.tasks.base import DEFAULT_REWARDS, Prompt, Task
+from cory.tasks.base import DEFAULT_REWARDS, Task
+from cory.types import Prompt
 
 INSTRUCTION = "Solve the problem step by step. Write the final answer as a number after '####'."
 CHAT_OBSERVER = ("{query}\n\nHere is a proposed solution:\n{answers}\n\n"

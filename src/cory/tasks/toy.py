@@ -10,7 +10,8 @@ import random
 import string
 
 from cory.config import TaskConfig
-from cory.tasks.base import DEFAULT_REWARDS, Prompt, Task
+from cory.tasks.base import DEFAULT_REWARDS, Task
+from cory.types import Prompt
 
 
 def random_prompts(n: int, seed: int) -> list[Prompt]:
