@@ -237,3 +237,17 @@ def test_lora_agents_are_adapters_of_one_engine_reloaded_after_each_update(make_
     for row in rows:  # the engine samples from each adapter as the agent trained it
         assert row["agent0/sampler_logprob_gap"] < 1e-4 and row["agent1/sampler_logprob_gap"] < 1e-4
     assert rows[-1]["kl"] > 0.01  # the adapters did move the policy (B starts at zero)
+
+
+@needs_vllm
+def test_a_sharded_agent_samples_on_its_first_ranks_engine_as_one_process_does(make_config, tmp_path, ray_cluster):
+    settings = {"method": "ppo", "steps": 3, "eval_every": 3}
+    one = run_trainer(vllm_config(make_config, output_dir=str(tmp_path / "one"), **settings))
+    two = run_trainer(vllm_config(make_config, output_dir=str(tmp_path / "two"), backend="ray", agents__shards=2,
+                                  ray__num_cpus_per_agent=0.5, **settings))
+    rows = [[row for row in trainer.rows if "agent0/kl_coef" in row] for trainer in (one, two)]
+    assert len(rows[1]) == 3
+    for mine, theirs in zip(*rows, strict=True):  # the same rollouts, from weights pushed after each update
+        assert theirs["agent0/sampler_logprob_gap"] < 1e-4, [r["agent0/sampler_logprob_gap"] for r in rows[1]]
+        assert theirs["task_reward"] == pytest.approx(mine["task_reward"], rel=1e-4, abs=1e-6)
+        assert theirs["kl"] == pytest.approx(mine["kl"], rel=1e-3, abs=1e-5)

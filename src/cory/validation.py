@@ -151,7 +151,6 @@ def _check_vllm_engine(config: RunConfig) -> None:
         "generation.penalise_padding": (config.generation.penalise_padding,
                                         "vLLM sees no left padding; set it to false"),
         "agents.dropout": (config.agents.dropout == "trl", "vLLM samples without dropout; set it to off"),
-        "agents.shards": (config.agents.shards > 1, "sharded agents sample with generation.engine: hf for now"),
     }
     for key, (applies, fix) in unsupported.items():
         if applies:

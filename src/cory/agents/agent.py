@@ -37,7 +37,7 @@ from cory.algorithms.normalize import RunningMoments, transform_scores
 from cory.algorithms.ppo import explained_variance
 from cory.algorithms.reinforce import MovingAverageBaseline
 from cory.distributed.sharding import Shards, full, gathered, shard_policy
-from cory.engines.vllm_engine import VLLMEngine
+from cory.engines.vllm_engine import VLLMEngine, to_generation
 from cory.errors import CoryError
 from cory.models.generation import Generation, SamplingSettings, StopStrings, sample
 from cory.models.policy import Policy, PolicyOutput, ValueHead, compile_policy, hidden_size_of, score_sequences
@@ -213,8 +213,20 @@ class Agent:
         seeds = [derive_seed("sample", self.settings.seed, step, self.index, phase, row) & 0x7FFFFFFF
                  for row in range(rows)]
         limits = budgets.tolist() if budgets is not None else [how.max_new_tokens] * rows
-        return self.engine.sample(query_ids, query_mask, how, self.stop_ids, self.tokenizer.pad_token_id,
-                                  seeds, limits, self.stop_strings.strings, adapter=self.adapter)
+        if self.shards is None:
+            return self.engine.sample(query_ids, query_mask, how, self.stop_ids, self.tokenizer.pad_token_id,
+                                      seeds, limits, self.stop_strings.strings, adapter=self.adapter)
+        # Sharded: every rank takes part in gathering the whole weights the engine needs
+        # (at its start and after each update); rank 0's engine answers, and every rank builds
+        # the same rollout from its answers.
+        weights = None
+        if not self.engine.current:
+            weights = {name: full(value).detach().cpu() for name, value in self.policy.lm.state_dict().items()}
+            self.engine.current = not self.shards.writes  # rank 0's engine clears it once pushed
+        answers = (self.engine.answer(query_ids, query_mask, how, self.stop_ids, seeds, limits,
+                                      self.stop_strings.strings, adapter=self.adapter, weights=weights)
+                   if self.shards.writes else None)
+        return to_generation(self.shards.from_first(answers), query_ids, query_mask, self.tokenizer.pad_token_id)
 
     @staticmethod
     def _logprob_gap(sampled: torch.Tensor, recomputed: torch.Tensor, mask: torch.Tensor,

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from typing import Iterator, cast
+from typing import Any, Iterator, cast
 
 import torch
 import torch.distributed as dist
@@ -54,6 +54,12 @@ class Shards:
     def rows(self, rows: torch.Tensor) -> torch.Tensor:
         """This rank's rows of a mini-batch."""
         return rows[self.rank::self.world]
+
+    def from_first(self, value: Any) -> Any:
+        """Rank 0's ``value`` on every rank (any picklable object; the others pass None)."""
+        box = [value]
+        dist.broadcast_object_list(box, src=0)
+        return box[0]
 
     def total(self, value: float) -> float:
         """The sum of ``value`` over every rank (on the GPU under NCCL, which has no CPU path)."""

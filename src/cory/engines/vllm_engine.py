@@ -153,15 +153,16 @@ class VLLMEngine:
                                            else str(self.device.index))
         return env
 
-    def start(self) -> None:
-        """Save the policy, start the engine's process on it and map the weight file."""
+    def start(self, weights: dict[str, torch.Tensor] | None = None) -> None:
+        """Save the policy (``weights``, where given: a sharded policy's whole tensors), start
+        the engine's process on it and map the weight file."""
         started = time.perf_counter()
         self.folder = tempfile.mkdtemp(prefix=f"cory-vllm-{self.name}-")
         if self.lora_rank:
             self._save_base()
         else:
-            self.lm.save_pretrained(self.folder)
-            tensors = self._tensors()
+            tensors = weights if weights is not None else self._tensors()
+            self.lm.save_pretrained(self.folder, state_dict=dict(tensors))  # it empties the dict it gets
             self.weights = SharedWeights(layout(tensors), prefix=f"cory-vllm-{self.name}-")
             self.weights.write(tensors)
         self.tokenizer.save_pretrained(self.folder)
@@ -261,11 +262,12 @@ class VLLMEngine:
     def _tensors(self) -> dict[str, torch.Tensor]:
         return {name: tensor.detach().to("cpu", copy=False) for name, tensor in self.lm.state_dict().items()}
 
-    def push_weights(self) -> None:
-        """Write the policy's weights into the shared file and reload them in the engine."""
+    def push_weights(self, weights: dict[str, torch.Tensor] | None = None) -> None:
+        """Write the policy's weights (or ``weights``) into the shared file and reload them
+        in the engine."""
         started = time.perf_counter()
         assert self.weights is not None
-        self.weights.write(self._tensors())
+        self.weights.write(weights if weights is not None else self._tensors())
         self._call({"op": "load"}, self.config.start_timeout)
         self.current = True
         self.seconds_loading = time.perf_counter() - started
@@ -275,10 +277,19 @@ class VLLMEngine:
                stop_strings: list[str], adapter: str | None = None) -> Generation:
         """Sample one answer per left-padded prompt row, each with its seed and token budget
         (with LoRA: from ``adapter``)."""
+        answers = self.answer(query_ids, query_mask, settings, stop_ids, seeds, budgets, stop_strings, adapter)
+        return to_generation(answers, query_ids, query_mask, pad_id)
+
+    def answer(self, query_ids: torch.Tensor, query_mask: torch.Tensor, settings: SamplingSettings,
+               stop_ids: list[int], seeds: list[int], budgets: list[int], stop_strings: list[str],
+               adapter: str | None = None, weights: dict[str, torch.Tensor] | None = None) -> list[dict[str, Any]]:
+        """The engine's raw answers (tokens, log-probs, finish reason per row); ``sample``
+        turns them into a :class:`Generation`. ``weights``: the policy's whole tensors when
+        the engine cannot read them from the model itself (a sharded agent)."""
         if self.process is None:
-            self.start()
+            self.start(weights)
         elif adapter is None and not self.current:
-            self.push_weights()
+            self.push_weights(weights)
         lora = None
         if adapter is not None:
             reload = adapter in self.changed_adapters or adapter not in self.adapter_ids
@@ -291,4 +302,4 @@ class VLLMEngine:
         answers = self._call({"op": "sample", "requests": requests}, self.config.sample_timeout)
         if adapter is not None:
             self.changed_adapters.discard(adapter)
-        return to_generation(answers, query_ids, query_mask, pad_id)
+        return answers
