@@ -90,11 +90,10 @@ def test_shared_weights_are_seen_by_a_reader_after_each_write():
     assert not Path(shared.path).exists()
 
 
-@pytest.mark.parametrize("key, value", [("generation__penalise_padding", True), ("agents__dropout", "trl"),
-                                        ("agents__shards", 2)])
+@pytest.mark.parametrize("key, value", [("generation__penalise_padding", True), ("agents__dropout", "trl")])
 def test_what_vllm_cannot_do_is_refused_at_load(make_config, key, value):
     with pytest.raises(ConfigError, match=key.replace("__", ".")):
-        vllm_config(make_config, backend="ray", **{key: value})
+        vllm_config(make_config, **{key: value})
 
 
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="this interpreter has vLLM")
@@ -170,20 +169,6 @@ def engine_files() -> set[Path]:
     return found | (set(Path("/dev/shm").glob("cory-vllm-*")) if os.path.isdir("/dev/shm") else set())
 
 
-@needs_vllm
-def test_cory_trains_on_vllm_engines_and_leaves_nothing_behind(make_config, tmp_path):
-    config = vllm_config(make_config, method="cory", steps=3, eval_every=3, output_dir=str(tmp_path / "run"))
-    before = engine_files()
-    trainer = run_trainer(config)
-    rows = [row for row in trainer.rows if "agent0/kl_coef" in row]
-    assert [row["step"] for row in rows] == [0, 1, 2]
-    for row in rows:  # after every weight push the engines sample from the trained policies
-        assert row["agent0/sampler_logprob_gap"] < 1e-4 and row["agent1/sampler_logprob_gap"] < 1e-4
-    assert rows[-1]["agent0/time/weight_push"] > 0 and rows[-1]["kl"] > 0
-    assert "eval/task_reward" in trainer.final
-    assert engine_files() <= before
-    assert all(agent.engine.process is None for agent in trainer.agents.agents)
-
 
 KILLED_TRAINER = """
 import sys, time
@@ -227,13 +212,17 @@ def _alive(pid: int) -> bool:
 
 
 @needs_vllm
-def test_lora_agents_are_adapters_of_one_engine_reloaded_after_each_update(make_config, tmp_path):
+def test_cory_lora_agents_are_adapters_of_one_engine_reloaded_after_each_update(make_config, tmp_path):
     config = vllm_config(make_config, method="cory", steps=3, eval_every=3, agents__lora__enabled=True,
                          agents__lora__r=8, ppo__learning_rate=5e-2, output_dir=str(tmp_path / "run"))
+    before = engine_files()
     trainer = run_trainer(config)
     first, second = trainer.agents.agents
     assert first.engine is second.engine and first.engine.lora_rank == 8
+    assert first.engine.process is None and engine_files() <= before  # stopped, its files removed
+    assert "eval/task_reward" in trainer.final
     rows = [row for row in trainer.rows if "agent0/kl_coef" in row]
+    assert [row["step"] for row in rows] == [0, 1, 2]
     for row in rows:  # the engine samples from each adapter as the agent trained it
         assert row["agent0/sampler_logprob_gap"] < 1e-4 and row["agent1/sampler_logprob_gap"] < 1e-4
     assert rows[-1]["kl"] > 0.01  # the adapters did move the policy (B starts at zero)
