@@ -79,30 +79,20 @@ def build_tiny(spec: str, seed: int = 0) -> tuple[PreTrainedModel, PreTrainedTok
     }
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        if spec == "tiny-random":
-            config = LlamaConfig(
+        if spec in ("tiny-random", "tiny-random-h32"):
+            # tiny-random: 4 heads of 16, untied; tiny-random-h32: 2 heads of 32, tied.
+            wide = spec == "tiny-random-h32"
+            llama = LlamaConfig(
                 hidden_size=64,
                 intermediate_size=128,
                 num_hidden_layers=2,
-                num_attention_heads=4,
-                num_key_value_heads=2,
+                num_attention_heads=2 if wide else 4,
+                num_key_value_heads=1 if wide else 2,
                 max_position_embeddings=512,
-                tie_word_embeddings=False,
+                tie_word_embeddings=wide,
                 **ids,
             )
-            model: PreTrainedModel = LlamaForCausalLM(config)
-        elif spec == "tiny-random-h32":
-            config = LlamaConfig(
-                hidden_size=64,
-                intermediate_size=128,
-                num_hidden_layers=2,
-                num_attention_heads=2,
-                num_key_value_heads=1,
-                max_position_embeddings=512,
-                tie_word_embeddings=True,
-                **ids,
-            )
-            model = LlamaForCausalLM(config)
+            model: PreTrainedModel = LlamaForCausalLM(llama)
         elif spec == "tiny-random-gpt2":
             gpt2 = GPT2Config(
                 n_embd=48,
