@@ -186,7 +186,7 @@ class VLLMEngine:
             "weights": self.weights.path if self.weights else None,
             "slots": self.weights.slots if self.weights else [],
             "max_lora_rank": self.lora_rank, "max_loras": self.max_loras},
-            "leftovers": [self.weights.path if self.weights else "", self.folder]},
+            "leftovers": [path for path in (self.weights.path if self.weights else None, self.folder) if path]},
             self.config.start_timeout)
         self.current = True
         self.seconds_starting = time.perf_counter() - started
