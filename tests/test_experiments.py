@@ -177,6 +177,20 @@ def test_a_third_run_never_removes_a_seed_from_a_pair(tmp_path):
     assert primary["flat - ppo"]["verdict"].startswith("not shown (too few seeds")
 
 
+def test_a_verdict_before_every_planned_seed_is_marked_interim():
+    from cory.suite_results import PRIMARY_MEASURE, comparisons
+
+    results = [_run(name, seed, points) for seed in range(5) for name, points in
+               (("ppo", [(0, 0), (4, 1)]), ("cory", [(0, 0), (2, 1), (4, 2)]))]
+    planned = [{"name": name, "seed": seed} for seed in range(8) for name in ("ppo", "cory")]
+    description = {"analysis": {"trajectory": "eval", "reference": "ppo"}, "runs": planned}
+    primary = [row for row in comparisons(description, results) if row["measure"].startswith(f"**{PRIMARY_MEASURE}")]
+    assert primary[0]["verdict"] == "interim, 5 of 8 planned seeds: shown: higher"
+    description["runs"] = planned[:10]  # seeds 0-4 are all the suite plans
+    primary = [row for row in comparisons(description, results) if row["measure"].startswith(f"**{PRIMARY_MEASURE}")]
+    assert primary[0]["verdict"] == "shown: higher"
+
+
 def test_every_run_row_shows_its_trajectory_end_indicators_and_times():
     from cory.suite_results import RunResult, run_rows
 

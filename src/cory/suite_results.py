@@ -157,9 +157,22 @@ def primary_verdict(differences: list[float], alpha: float) -> str:
     return "not shown"
 
 
+def planned_seeds(description: dict[str, Any], a: str, b: str) -> list[int]:
+    """The seeds the suite plans for both runs of a pair (empty when it names none)."""
+    def seeds(name: str) -> set[int]:
+        return {run["seed"] for run in description["runs"] if run["name"] == name and "seed" in run}
+    return sorted(seeds(a) & seeds(b))
+
+
+def interim(verdict: str, done: int, planned: int) -> str:
+    """``verdict`` marked as an interim reading when fewer seeds than planned are in."""
+    return f"interim, {done} of {planned} planned seeds: {verdict}" if done < planned else verdict
+
+
 def comparisons(description: dict[str, Any], results: list[RunResult]) -> list[dict[str, Any]]:
     """Paired-by-seed differences (a - b) of every measure: mean, paired t-interval, bootstrap
-    interval and sign-flip p-values; the pre-registered verdict on the primary measure."""
+    interval and sign-flip p-values; the pre-registered verdict on the primary measure, marked
+    interim while fewer of the pair's planned seeds have finished."""
     analysis = AnalysisConfig(**description.get("analysis", {}))
     by_name: dict[str, dict[int, RunResult]] = {}
     for run in results:
@@ -171,6 +184,7 @@ def comparisons(description: dict[str, Any], results: list[RunResult]) -> list[d
         if a not in by_name or b not in by_name:
             continue
         seeds = sorted(set(by_name[a]) & set(by_name[b]))
+        planned = len(planned_seeds(description, a, b))
         per_seed = {seed: pair_differences(by_name[a][seed], by_name[b][seed], analysis) for seed in seeds}
         labels = list(dict.fromkeys(label for values in per_seed.values() for label in values))
         for label in labels:
@@ -183,7 +197,7 @@ def comparisons(description: dict[str, Any], results: list[RunResult]) -> list[d
                 "bootstrap": bootstrap_mean(values, analysis.level, analysis.resamples),
                 "seeds": len(values) if not missing else f"{len(values)} (no value: seed {', '.join(map(str, missing))})",
                 "p (a > b)": _p(sign_flip_p(values, "greater")), "p (two-sided)": _p(sign_flip_p(values)),
-                "verdict": primary_verdict(values, analysis.alpha) if primary else ""})
+                "verdict": interim(primary_verdict(values, analysis.alpha), len(seeds), planned) if primary else ""})
     return rows
 
 
@@ -295,7 +309,9 @@ def write_results(output_dir: Path) -> Path:
                   "pair's higher starting KL to its lower peak KL (linear interpolation along each "
                   "trajectory), averaged. Its verdict is the exact one-sided sign-flip test of a > b at "
                   f"alpha = {analysis.alpha:g} (the other direction is named when its own one-sided test "
-                  f"is significant; with n seeds p cannot fall below 1 / 2^n). 'difference' is the mean "
+                  f"is significant; with n seeds p cannot fall below 1 / 2^n); until every seed the suite "
+                  "plans for a pair has finished, its verdict is marked *interim*, a reading rather than the "
+                  "pre-registered result. 'difference' is the mean "
                   f"with its {percent} paired t-interval; the bootstrap interval and the other rows are "
                   "description, without a verdict.", ""]
         columns_compared = ["comparison", "measure", "difference", "bootstrap", "seeds", "p (a > b)",
