@@ -1,12 +1,14 @@
 """Golden metrics: fixed-seed tiny runs of every method family must reproduce the recorded
 ``metrics.jsonl`` rows. A refactor that claims "no behaviour change" proves it here.
 
-    python tests/test_golden.py --record     # rewrite this CPU vendor's files (only on purpose)
+    python tests/test_golden.py --record     # rewrite this CPU kind's files (only on purpose)
 
-One set of files per CPU vendor (``golden/GenuineIntel``, ``golden/AuthenticAMD``): MKL takes
-other code paths on AMD, the logits differ in the 7th digit, and a sampled token that flips
-sends a run elsewhere, so no tolerance makes one set fit both. Both sets were recorded from
-the same code (commit f32705d's behaviour).
+One set of files per CPU kind (``golden/GenuineIntel``, ``golden/GenuineIntel-amx``,
+``golden/AuthenticAMD``): MKL takes other code paths on AMD and on Intel CPUs with AMX tiles
+(Sapphire Rapids and later), the logits differ in the 7th digit, and a sampled token that
+flips sends a run elsewhere, so no tolerance makes one set fit all. The GenuineIntel and
+AuthenticAMD sets were recorded from commit f32705d's behaviour, the GenuineIntel-amx set
+from commit 88b7338 (the same behaviour: those goldens passed on every commit between).
 
 Timings and memory are left out; numbers must agree to 1e-6 relative (bit-identical on the
 machine that recorded them; the tolerance absorbs another model of the same vendor's CPUs).
@@ -23,18 +25,19 @@ import pytest
 
 
 
-def cpu_vendor() -> str:
-    """``vendor_id`` of /proc/cpuinfo (e.g. GenuineIntel, AuthenticAMD); 'unknown' elsewhere."""
+def cpu_kind() -> str:
+    """``vendor_id`` of /proc/cpuinfo (e.g. GenuineIntel, AuthenticAMD), with ``-amx`` where
+    the CPU has AMX tiles; 'unknown' elsewhere."""
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("vendor_id"):
-                return line.split(":", 1)[1].strip()
+        info = Path("/proc/cpuinfo").read_text().splitlines()
     except OSError:
-        pass
-    return "unknown"
+        return "unknown"
+    vendor = next((line.split(":", 1)[1].strip() for line in info if line.startswith("vendor_id")), "unknown")
+    flags = next((line.split(":", 1)[1].split() for line in info if line.startswith("flags")), [])
+    return f"{vendor}-amx" if "amx_tile" in flags else vendor
 
 
-GOLDEN = Path(__file__).parent / "golden" / cpu_vendor()
+GOLDEN = Path(__file__).parent / "golden" / cpu_kind()
 METHODS = ["ppo", "cory", "reinforce", "grpo", "elastic_reset", "moe", "cory_chain"]
 VOLATILE = ("time/", "memory/")
 
@@ -74,7 +77,7 @@ def same(a, b) -> bool:
 @pytest.mark.parametrize("method", METHODS)
 def test_metrics_equal_the_golden_file(tmp_path, method):
     if not GOLDEN.is_dir():
-        pytest.skip(f"no golden files for this CPU vendor ({GOLDEN.name}): record them from a "
+        pytest.skip(f"no golden files for this CPU kind ({GOLDEN.name}): record them from a "
                     "known-good commit with `python tests/test_golden.py --record`")
     expected = json.loads((GOLDEN / f"{method}.json").read_text())
     got = run_rows(tmp_path, method)
