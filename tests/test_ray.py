@@ -52,7 +52,7 @@ def test_a_killed_actor_is_replaced_and_the_run_resumes(make_config, tmp_path):
 
     def kill_once(step):
         if step == 3 and trainer.agents.restarts == 0:
-            ray.kill(trainer.agents.actors[1], no_restart=True)
+            ray.kill(trainer.agents.agents[1].actors[0], no_restart=True)
         return original(step)
     trainer.run_iteration = kill_once
     try:

@@ -13,10 +13,12 @@ ray = pytest.importorskip("ray", reason="ray is not installed (pip install -e '.
 from cory.errors import ConfigError  # noqa: E402
 from helpers.training import run_trainer  # noqa: E402
 
-# Every metric agrees to this relative tolerance; a clip fraction may differ by a token or two,
-# whose ratio sits on the clip boundary within the ranks' float rounding.
+# Every metric agrees to this relative tolerance; a clip fraction may differ by a token or two
+# whose ratio sits on the clip boundary within the ranks' float rounding, each token 1/96 here
+# (an iteration's fraction is the mean over 4 mini-batches of 4 rows x 6 tokens). Two tokens
+# were seen on an Intel CPU with AMX, where the bound was half a token before.
 RELATIVE = 1e-4
-CLIP_FRACTION = 0.005
+CLIP_FRACTION = 0.022
 VOLATILE = ("time/", "memory/")
 pytestmark = pytest.mark.usefixtures("ray_cluster")
 

@@ -1,8 +1,9 @@
 """Assembling a run: a config in; its task, reward, agent group, topology and role schedule out.
 
-The one place that builds these, used by the trainer and by ``cory eval`` (the Ray backend's
-actors build their single agent with ``cory.agents.factory.build_agents``), and that prepares
-the training process (checks against this machine, seeds, threads, determinism).
+``build_run`` is the one place that builds these, used by the trainer and by ``cory eval``
+(the Ray backend's actors build their single agent with ``cory.agents.factory.build_agents``);
+``prepare_process`` readies the training process (checks against this machine, seeds,
+threads, determinism).
 """
 
 from __future__ import annotations
@@ -12,15 +13,20 @@ from dataclasses import dataclass
 
 import torch
 
-from cory.agents.group import AgentGroup
+from cory.agents.factory import build_agents, resolve_device
+from cory.agents.group import AgentGroup, LocalAgents
+from cory.agents.ray_group import RayAgents
 from cory.config import RunConfig
+from cory.distributed.ray_backend import RayReward
 from cory.errors import ConfigWarning
+from cory.models.registry import load_tokenizer
 from cory.multi.roles import RoleSchedule
 from cory.multi.topology import Topology, topology_of
+from cory.preflight import check_environment
 from cory.rewards import reward_of
 from cory.rewards.base import RewardFunction
-from cory.preflight import check_environment
 from cory.seeding import seed_everything, use_deterministic_algorithms
+from cory.tasks import build_task
 from cory.tasks.base import Task
 from cory.validation import ignored_settings
 
@@ -35,15 +41,15 @@ class RunParts:
     roles: RoleSchedule
 
 
-def build_run(config: RunConfig, task: Task | None = None, agents: AgentGroup | None = None,
-              reward: RewardFunction | None = None, policy_sources: list[str] | None = None,
-              local: bool = False) -> RunParts:
-    """Everything a run is made of; parts passed in are used as they are. ``local`` keeps the
-    agents in this process whatever the backend; ``policy_sources`` starts each agent's policy
-    from a saved folder (its reference stays the base model)."""
-    task = task or build_task_of(config)
-    agents = agents or build_agent_group(config, task, policy_sources, local)
-    reward = reward or build_reward_of(config, task, local)
+def build_run(config: RunConfig, task: Task | None = None, reward: RewardFunction | None = None,
+              policy_sources: list[str] | None = None, local: bool = False) -> RunParts:
+    """Everything a run is made of; a ``task`` or ``reward`` passed in is used as it is (the
+    Python API's). ``local`` keeps the agents in this process whatever the backend;
+    ``policy_sources`` starts each agent's policy from a saved folder (its reference stays the
+    base model)."""
+    task = task or build_task(config.task, load_tokenizer(config.agent_models()[0], config.trust_remote_code))
+    agents = _agent_group(config, task, policy_sources, local)
+    reward = reward or _reward(config, task, local)
     return RunParts(config, task, reward, agents, topology_of(config),
                     RoleSchedule(config.n_agents, config.roles.swap_every))
 
@@ -63,39 +69,15 @@ def prepare_process(config: RunConfig) -> RunConfig:
     return checked
 
 
-def assemble_run(config: RunConfig, task: Task | None = None, agents: AgentGroup | None = None,
-                 reward: RewardFunction | None = None) -> RunParts:
-    """A training run ready to start: this process prepared, then every part built (parts
-    passed in are used as they are)."""
-    return build_run(prepare_process(config), task=task, agents=agents, reward=reward)
-
-
-def build_task_of(config: RunConfig) -> Task:
-    from cory.models.registry import load_tokenizer
-    from cory.tasks import build_task
-
-    return build_task(config.task, load_tokenizer(config.agent_models()[0], config.trust_remote_code))
-
-
-def build_agent_group(config: RunConfig, task: Task, policy_sources: list[str] | None = None,
-                      local: bool = False) -> AgentGroup:
+def _agent_group(config: RunConfig, task: Task, policy_sources: list[str] | None, local: bool) -> AgentGroup:
     if config.backend == "ray" and not local:
-        from cory.distributed.ray_backend import RayAgents
-
         return RayAgents(config, task.chat, task.stop_strings)
-    from cory.agents.factory import build_agents
-    from cory.agents.group import LocalAgents
-
     return LocalAgents(build_agents(config, task_chat=task.chat, stop_strings=task.stop_strings,
                                     policy_sources=policy_sources))
 
 
-def build_reward_of(config: RunConfig, task: Task, local: bool = False) -> RewardFunction:
+def _reward(config: RunConfig, task: Task, local: bool) -> RewardFunction:
     if config.backend == "ray" and config.ray.reward_actor and not local:
-        from cory.distributed.ray_backend import RayReward
-
         return RayReward(config, task.default_reward)
-    from cory.agents.factory import resolve_device
-
     # A reward model sits beside the first agent (on its GPU when there is one).
     return reward_of(config, task.default_reward, resolve_device(config.agent_devices()[0], "device"))

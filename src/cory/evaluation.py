@@ -9,6 +9,7 @@ from typing import Any
 
 import torch
 
+from cory.agents.agent import Agent
 from cory.agents.group import AgentGroup
 from cory.agents.sampling import stratified_budgets
 from cory.config import RunConfig
@@ -115,7 +116,7 @@ def _solo_metrics(agents: AgentGroup, topology: Topology, agent_for_role: list[i
     asked = [a for a in range(n_agents) if a not in root_reply]
     request = GenerateRequest([q.query for q in queries], config.eval.seed, "eval", config.eval.greedy, keep=False,
                               budgets=budgets)
-    answers = agents.generate({a: request for a in asked}) if asked else {}
+    answers = agents.map(Agent.generate, {a: (request,) for a in asked}) if asked else {}
     metrics: dict[str, float] = {}
     for agent in range(n_agents):
         if agent in root_reply:

@@ -9,7 +9,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from cory.agents.group import AgentGroup
+from cory.agents.group import AgentGroup, export_agents
 from cory.checkpoint import Checkpoint, latest_good, load_checkpoint, writing_into
 from cory.config import RunConfig, config_to_yaml
 from cory.configtree import to_dict
@@ -101,7 +101,7 @@ def export_final(run_dir: Path, agents: AgentGroup, final: dict[str, Any]) -> Pa
     target = run_dir / "final"
     scratch = run_dir / f".final-{uuid.uuid4().hex}"
     with writing_into(scratch, "the final model(s)"):
-        agents.save_pretrained(scratch)
+        export_agents(agents, scratch)
         (scratch / "summary.json").write_text(json.dumps(final, indent=1), encoding="utf-8")
     shutil.rmtree(target, ignore_errors=True)
     scratch.rename(target)

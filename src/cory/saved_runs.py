@@ -7,6 +7,7 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
+from cory.agents.group import read_agent_states
 from cory.checkpoint import MANIFEST, latest_good, load_checkpoint
 from cory.config import RunConfig
 from cory.loading import load_config, read_yaml, resolve
@@ -55,7 +56,7 @@ def evaluate_target(target: str | Path, overrides: Sequence[str] = ()) -> tuple[
     parts = build_run(config, policy_sources=sources, local=True)
     step = config.steps
     if checkpoint is not None:
-        parts.agents.read_state(checkpoint.path, checkpoint.state["agents"])
+        read_agent_states(parts.agents, checkpoint.path, checkpoint.state["agents"])
         step = checkpoint.step
     mapping = parts.roles.agent_for_role(step)
     result = evaluate(parts.agents, parts.topology, mapping, parts.task, parts.reward, config)

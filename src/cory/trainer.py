@@ -17,9 +17,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from cory.agents.group import AgentGroup
+from cory.agents.agent import Agent
+from cory.agents.group import on_every_agent, read_agent_states
 from cory.algorithms.registry import algorithm_named
-from cory.build import RunParts, assemble_run
+from cory.build import build_run, prepare_process
 from cory.checkpoint import Checkpoint, latest_good, load_checkpoint, save_checkpoint, save_tensors, step_dir
 from cory.config import RunConfig
 from cory.configtree import to_dict
@@ -47,11 +48,10 @@ HEADLINE_STATS = ("kl_coef", "entropy", "clip_fraction", "approx_kl", "value_los
 class Trainer:
     """Owns the loop; the agents (local or Ray actors) own the models."""
 
-    def __init__(self, run: RunConfig | RunParts, agents: AgentGroup | None = None, task: Task | None = None,
-                 reward: RewardFunction | None = None) -> None:
-        """``run``: the parts ``build.assemble_run`` made, or a config that is assembled here
-        (with ``agents``, ``task`` or ``reward``, where given, used as they are)."""
-        parts = run if isinstance(run, RunParts) else assemble_run(run, task=task, agents=agents, reward=reward)
+    def __init__(self, config: RunConfig, task: Task | None = None, reward: RewardFunction | None = None) -> None:
+        """Prepare this process for ``config`` and build its run (``build.build_run``); a
+        ``task`` or ``reward`` passed in is used as it is."""
+        parts = build_run(prepare_process(config), task=task, reward=reward)
         config = self.config = parts.config
         self.run_dir = Path(config.output_dir)
         self.task, self.agents, self.reward = parts.task, parts.agents, parts.reward
@@ -167,7 +167,7 @@ class Trainer:
         config = self.config
         timer = StageTimer()
         if config.roles.reset_on_swap and self.roles.exchanges_at(step):
-            self.agents.reset_learning_state()
+            on_every_agent(self.agents, Agent.reset_learning_state)
             seed_everything(config.seed)  # as TRL's PPOTrainer does when it is built
         mapping = self.roles.agent_for_role(step)
         with timer.stage("rollout"):
@@ -176,7 +176,8 @@ class Trainer:
             task_rewards = score_episode(episode, self.reward)
         with timer.stage("update"):
             mixed = collective_rewards(task_rewards, config.collective.lambda_, config.collective.normalize)
-            stats = self.agents.update({mapping[r]: mixed[r].tolist() for r in range(self.topology.n_roles)}, step)
+            stats = self.agents.map(Agent.update, {mapping[r]: (mixed[r].tolist(), step)
+                                                   for r in range(self.topology.n_roles)})
         iteration = timer.elapsed()
         row = self._summarise(step, episode, task_rewards, mixed, stats)
         faults = [f"agent{a}: {s['fault_reason']}" for a, s in stats.items() if s.get("fault")]
@@ -257,7 +258,7 @@ class Trainer:
 
     def _restore(self, checkpoint: Checkpoint) -> int:
         check_resumable(checkpoint, self.config)
-        self.agents.read_state(checkpoint.path, checkpoint.state["agents"])
+        read_agent_states(self.agents, checkpoint.path, checkpoint.state["agents"])
         set_rng_state(checkpoint.state["rng"], checkpoint.tensors("rng"))
         restore_logs(self.run_dir, checkpoint)
         self.rows = read_jsonl_rows(self.run_dir / METRICS_FILE)
@@ -268,7 +269,7 @@ class Trainer:
     def save(self, step: int) -> Path:
         """Checkpoint the whole run after ``step`` finished iterations."""
         def write(folder: Path) -> dict[str, Any]:
-            agent_meta = self.agents.write_state(folder)
+            agent_meta = on_every_agent(self.agents, Agent.write_state, folder)
             save_tensors(folder, "rng", torch_rng_tensors())
             return {"step": step, "config": to_dict(self.config), "agents": agent_meta, "rng": rng_state(),
                     "consecutive_faults": self.consecutive_faults}

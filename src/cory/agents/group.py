@@ -1,19 +1,25 @@
 """The trainer's handle on its agents: a typed ``AgentGroup``, wherever the agents live.
 
-``LocalAgents`` holds them in this process and runs calls one after the other; the Ray
-backend's ``RayAgents`` offers the same methods over one actor per agent and runs calls on
-several agents in parallel. Arguments and results are text, numbers and paths only.
+Every call on agents goes through one generic dispatch, ``map(Agent.method, calls)``: mypy
+checks each call's arguments against the ``Agent`` method and infers its result type, so a
+new agent verb is written once, on ``Agent``. ``LocalAgents`` holds the agents in this
+process and runs calls one after the other; ``RayAgents`` (``agents/ray_group.py``) runs
+them on one actor per agent, several agents in parallel. Arguments and results are text,
+numbers and paths only.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar, TypeVarTuple
 
 from cory.agents.agent import Agent
 from cory.errors import CoryError
 from cory.provenance import describe_device
-from cory.types import GenerateRequest, Reply, Stats
+
+Ts = TypeVarTuple("Ts")
+R = TypeVar("R")
 
 
 class AgentGroup(Protocol):
@@ -23,32 +29,27 @@ class AgentGroup(Protocol):
 
     def __len__(self) -> int: ...
 
+    def map(self, method: Callable[[Agent, *Ts], R], calls: Mapping[int, tuple[*Ts]]) -> dict[int, R]:
+        """``method`` called on each named agent with that agent's arguments; its results by agent."""
+        ...
+
     def devices(self) -> list[str]:
         """Where each agent's model lives, in order, e.g. ``cpu`` or ``cuda:0 (NVIDIA H200)``."""
-
-    def generate(self, requests: dict[int, GenerateRequest]) -> dict[int, Reply]:
-        """Each named agent answers its request."""
-
-    def update(self, scores: dict[int, list[float]], step: int) -> dict[int, Stats]:
-        """Each named agent learns from its held rollout with these scores."""
-
-    def reset_learning_state(self) -> None:
-        """Fresh optimiser, initial KL coefficient and fresh score moments for every agent."""
-
-    def write_state(self, folder: Path) -> list[dict[str, Any]]:
-        """Every agent writes its tensors into checkpoint ``folder``; their metadata, in order."""
-
-    def read_state(self, folder: Path, metas: list[dict[str, Any]]) -> None:
-        """Every agent restores itself from ``folder`` and its metadata."""
-
-    def save_pretrained(self, folder: Path) -> None:
-        """Every agent exports a Hugging Face folder ``folder/agentN``."""
+        ...
 
     def restart(self) -> None:
         """Replace every agent's process with a fresh one; state then comes from a checkpoint."""
+        ...
 
     def close(self) -> None:
         """Release what the agents hold (processes, engines)."""
+        ...
+
+
+def on_every_agent(agents: AgentGroup, method: Callable[[Agent, *Ts], R], *args: *Ts) -> list[R]:
+    """``method(*args)`` on every agent, results in agent order."""
+    results = agents.map(method, {index: args for index in range(len(agents))})
+    return [results[index] for index in range(len(agents))]
 
 
 class LocalAgents:
@@ -61,29 +62,13 @@ class LocalAgents:
     def __len__(self) -> int:
         return len(self.agents)
 
+    def map(self, method: Callable[[Agent, *Ts], R], calls: Mapping[int, tuple[*Ts]]) -> dict[int, R]:
+        # By name, as on an actor: the agent's own binding of the method answers.
+        name = method.__name__
+        return {index: getattr(self.agents[index], name)(*args) for index, args in calls.items()}
+
     def devices(self) -> list[str]:
         return [describe_device(agent.device) for agent in self.agents]
-
-    def generate(self, requests: dict[int, GenerateRequest]) -> dict[int, Reply]:
-        return {i: self.agents[i].generate(request) for i, request in requests.items()}
-
-    def update(self, scores: dict[int, list[float]], step: int) -> dict[int, Stats]:
-        return {i: self.agents[i].update(values, step) for i, values in scores.items()}
-
-    def reset_learning_state(self) -> None:
-        for agent in self.agents:
-            agent.reset_learning_state()
-
-    def write_state(self, folder: Path) -> list[dict[str, Any]]:
-        return [agent.write_state(folder) for agent in self.agents]
-
-    def read_state(self, folder: Path, metas: list[dict[str, Any]]) -> None:
-        for agent, meta in zip(self.agents, metas, strict=True):
-            agent.read_state(folder, meta)
-
-    def save_pretrained(self, folder: Path) -> None:
-        for agent in self.agents:
-            agent.save_pretrained(Path(folder) / agent.name)
 
     def restart(self) -> None:
         """Agents in this process are never lost: nothing to replace."""
@@ -93,3 +78,13 @@ class LocalAgents:
         """Stop the agents' rollout engines (vLLM), if any."""
         for agent in self.agents:
             agent.close()
+
+
+def read_agent_states(agents: AgentGroup, folder: Path, metas: list[dict[str, Any]]) -> None:
+    """Every agent restores itself from checkpoint ``folder`` and its own metadata."""
+    agents.map(Agent.read_state, {index: (folder, meta) for index, meta in enumerate(metas)})
+
+
+def export_agents(agents: AgentGroup, folder: Path) -> None:
+    """Every agent exports a Hugging Face folder ``folder/agentN``."""
+    agents.map(Agent.save_pretrained, {index: (folder / f"agent{index}",) for index in range(len(agents))})

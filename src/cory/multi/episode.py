@@ -7,6 +7,7 @@ from typing import Any
 
 import torch
 
+from cory.agents.agent import Agent
 from cory.agents.group import AgentGroup
 from cory.multi.moe import select_by_value
 from cory.multi.topology import Topology
@@ -44,7 +45,7 @@ def run_episode(agents: AgentGroup, topology: Topology, agent_for_role: list[int
     prompts: dict[int, list[str]] = {}
     replies: dict[int, Reply] = {}
     for level in topology.levels():
-        requests = {}
+        requests: dict[int, tuple[GenerateRequest]] = {}
         for role in level:
             parents = topology.parents[role]
             if parents:
@@ -53,8 +54,8 @@ def run_episode(agents: AgentGroup, topology: Topology, agent_for_role: list[int
             else:
                 role_prompts = [q.query for q in queries]
             prompts[role] = role_prompts
-            requests[agent_for_role[role]] = GenerateRequest(role_prompts, step, phase, greedy, keep, budgets)
-        answered = agents.generate(requests)
+            requests[agent_for_role[role]] = (GenerateRequest(role_prompts, step, phase, greedy, keep, budgets),)
+        answered = agents.map(Agent.generate, requests)
         for role in level:
             replies[role] = answered[agent_for_role[role]]
     roles = range(topology.n_roles)
