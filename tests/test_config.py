@@ -138,3 +138,14 @@ def test_a_bare_off_is_the_word_off_not_false(tmp_path):
     assert load_config(None, ["agents.dropout=off"]).agents.dropout == "off"
     with pytest.raises(ConfigError, match="generation.engine"):
         load_config(None, ["generation.engine=off"])
+
+
+def test_the_registry_is_the_one_list_of_algorithms():
+    from typing import get_args
+
+    from cory.algorithms.registry import ALGORITHMS, AlgorithmName
+
+    assert set(ALGORITHMS) == set(get_args(AlgorithmName))
+    assert all(name == entry.name for name, entry in ALGORITHMS.items())
+    with pytest.raises(ConfigError, match="algorithm.name: expected one of 'ppo', 'reinforce_clip'"):
+        load_config(None, ["algorithm.name=ppo2"])

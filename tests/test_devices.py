@@ -13,7 +13,8 @@ import torch
 
 from cory.agents.elastic_reset import ElasticReset
 from cory.agents.factory import build_agents
-from cory.agents.objectives import compute_targets, minibatch_loss
+from cory.agents.settings import objective_of
+from cory.algorithms.objective import compute_targets, minibatch_loss
 from cory.algorithms.kl import kl_per_token
 from cory.algorithms.normalize import RunningMoments, transform_scores
 from cory.config import AlgorithmConfig, PPOConfig
@@ -49,12 +50,12 @@ def test_update_maths_stay_on_the_device(name):
     # numbers back by design, one sync per mini-batch, and are exercised on the CPU elsewhere.)
     ppo = PPOConfig(score_clip=3.0)
     scores = transform_scores(torch.randn(4, device=DEVICE), RunningMoments(), False, False, 3.0)
-    targets = compute_targets(algorithm, ppo, rollout, scores, 0.1, None)
+    targets = compute_targets(objective_of(algorithm, ppo), rollout, scores, 0.1, None)
     rows = torch.tensor([0, 2], device=DEVICE)
     batch = MiniBatch.take(rollout, rows, targets.advantages, targets.returns, trim=False)
     out = PolicyOutput(torch.randn(2, 5, device=DEVICE, requires_grad=True), torch.randn(2, 5, device=DEVICE),
                        torch.randn(2, 5, device=DEVICE), torch.randn(2, 5, 11, device=DEVICE))
-    loss, stats = minibatch_loss(algorithm, ppo, out, batch)
+    loss, stats = minibatch_loss(objective_of(algorithm, ppo), out, batch)
     assert loss.device.type == DEVICE
     assert all(value.device.type == DEVICE for value in stats.values())
 

@@ -35,20 +35,21 @@ def test_fast_path_matches_the_straightforward_path(make_config, method):
 
 
 def test_trimming_a_minibatch_leaves_its_loss_unchanged(make_config):
-    from cory.agents.objectives import compute_targets, minibatch_loss
+    from cory.agents.settings import objective_of
+    from cory.algorithms.objective import compute_targets, minibatch_loss
 
     config = make_config(generation__length_sampler=[1, 6])
     (agent,) = build_agents(config)
     agent.generate(GenerateRequest(["a", "a longer prompt here", "bc", "defg"], step=0))
     rollout = agent.rollout
-    targets = compute_targets(config.algorithm, config.ppo, rollout, torch.tensor([1.0, 0.0, 0.5, 0.2]), 0.1, None)
+    targets = compute_targets(objective_of(config.algorithm, config.ppo), rollout, torch.tensor([1.0, 0.0, 0.5, 0.2]), 0.1, None)
     rows = torch.tensor([0, 2])  # short prompts and responses: columns to trim on both sides
     losses = []
     for trim in (True, False):
         batch = MiniBatch.take(rollout, rows, targets.advantages, targets.returns, trim=trim)
         with torch.no_grad():
             out = agent.policy(batch.query_ids, batch.query_mask, batch.response_ids, batch.response_mask)
-        losses.append(minibatch_loss(config.algorithm, config.ppo, out, batch)[0].item())
+        losses.append(minibatch_loss(objective_of(config.algorithm, config.ppo), out, batch)[0].item())
     trimmed_batch = MiniBatch.take(rollout, rows, targets.advantages, targets.returns, trim=True)
     assert trimmed_batch.query_ids.shape[1] < rollout.query_ids.shape[1]
     assert losses[0] == pytest.approx(losses[1], rel=1e-5, abs=1e-6)

@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from cory.agents.factory import build_agents
-from cory.agents.objectives import compute_targets, minibatch_loss
+from cory.agents.settings import objective_of
+from cory.algorithms.objective import compute_targets, minibatch_loss
 from cory.config import AlgorithmConfig, PPOConfig
 from cory.loading import load_config
 from cory.models.generation import SamplingSettings, penalise_repetition, sample
@@ -202,7 +203,7 @@ def hand_batch(logprobs, old_logprobs, advantages):
 @pytest.mark.parametrize("threshold, guarded", [(None, False), (10.0, True), (30.0, False)])
 def test_ratio_guard_zeroes_a_minibatch_whose_mean_ratio_exceeds_the_threshold(threshold, guarded):
     out, batch = hand_batch(torch.full((2, 3), math.log(20.0)), torch.zeros(2, 3), -torch.ones(2, 3))
-    loss, stats = minibatch_loss(AlgorithmConfig(name="ppo"), PPOConfig(ratio_threshold=threshold), out, batch)
+    loss, stats = minibatch_loss(objective_of(AlgorithmConfig(name="ppo"), PPOConfig(ratio_threshold=threshold)), out, batch)
     loss.backward()
     assert stats["ratio"].item() == pytest.approx(20.0)
     assert stats["ratio_guarded"].item() == float(guarded)
@@ -241,14 +242,14 @@ def test_reinforce_in_the_authors_form_uses_trl_gae_returns_unwhitened():
                       torch.zeros(1, 2, dtype=torch.long), torch.ones(1, 2, dtype=torch.long),
                       torch.zeros(1, 2), torch.tensor([[0.5, 0.2]]), torch.zeros(1, 2), torch.zeros(1, 2))
     authors = AlgorithmConfig(name="reinforce_clip", returns="trl_gae", whiten_returns=False)
-    targets = compute_targets(authors, PPOConfig(gamma=1.0, lam=0.95), rollout, torch.tensor([1.0]), 0.0, None)
+    targets = compute_targets(objective_of(authors, PPOConfig(gamma=1.0, lam=0.95)), rollout, torch.tensor([1.0]), 0.0, None)
     # GAE by hand: delta_1 = 1 - 0.2 = 0.8; delta_0 = 0.2 - 0.5 = -0.3; A_0 = -0.3 + 0.95 * 0.8
     assert targets.returns[0].tolist() == pytest.approx([0.46 + 0.5, 0.8 + 0.2])
     assert torch.equal(targets.advantages, targets.returns * mask)
-    discounted = compute_targets(AlgorithmConfig(name="reinforce_clip"), PPOConfig(), rollout,
+    discounted = compute_targets(objective_of(AlgorithmConfig(name="reinforce_clip"), PPOConfig()), rollout,
                                  torch.tensor([1.0]), 0.0, None)
     assert discounted.returns.tolist() == [[1.0, 1.0]]
-    whitened = compute_targets(AlgorithmConfig(name="reinforce_clip", whiten_returns=True), PPOConfig(),
+    whitened = compute_targets(objective_of(AlgorithmConfig(name="reinforce_clip", whiten_returns=True), PPOConfig()),
                                rollout, torch.tensor([1.0, 1.0])[:1], 0.0, None)
     assert whitened.advantages.sum().item() == pytest.approx(0.0, abs=1e-6)
 

@@ -12,6 +12,7 @@ from typing import Literal
 
 import yaml
 
+from cory.algorithms.registry import AlgorithmName
 from cory.configtree import option, to_dict
 from cory.methods import METHODS
 
@@ -100,7 +101,7 @@ class PPOConfig:
 
 @dataclass
 class AlgorithmConfig:
-    name: Literal["ppo", "reinforce_clip", "reinforce", "rloo", "grpo"] = "ppo"
+    name: AlgorithmName = option("ppo", help="the per-agent algorithm (cory.algorithms.registry)")
     baseline_decay: float = option(0.9, ge=0, lt=1, help="reinforce: moving-average decay")
     group_size: int = option(4, ge=2, help="rloo / grpo: samples per prompt")
     returns: Literal["discounted", "trl_gae"] = option(

@@ -33,9 +33,10 @@ def ignored_settings(config: RunConfig) -> list[str]:
     """Messages about ``ppo:`` keys set away from their defaults that ``algorithm.name`` never
     reads (harmless, but usually a sign the user expected them to act)."""
     algorithm = config.algorithm
-    ignored = set(algorithm_named(algorithm.name).ignores)
-    if algorithm.name == "reinforce_clip" and algorithm.returns == "discounted":
-        ignored.add("lam")
+    entry = algorithm_named(algorithm.name)
+    ignored = set(entry.ignores)
+    if entry.advantage == "returns" and not entry.reads_values(algorithm.returns):
+        ignored.add("lam")  # discounted reward-to-go has no GAE
     defaults = PPOConfig()
     return [f"ppo.{key} = {getattr(config.ppo, key)!r} has no effect: algorithm '{algorithm.name}' "
             f"does not read it (the README lists the keys each algorithm reads)"

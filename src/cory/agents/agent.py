@@ -7,7 +7,7 @@ the same object can live in another process (a Ray actor) unchanged. Between
 ``generate`` and ``update`` it keeps its last rollout to itself.
 
 Its neighbours: ``prompts`` (chat template, truncation), ``sampling`` (settings and length
-budgets), ``objectives`` (targets and losses), ``optimizer``, ``state`` (checkpoint I/O)
+budgets), ``optimizer``, ``state`` (checkpoint I/O)
 and ``export`` (a Hugging Face folder).
 """
 
@@ -23,9 +23,7 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from cory.agents.elastic_reset import ElasticReset
-from cory.algorithms.registry import algorithm_named
 from cory.agents.export import export_policy
-from cory.agents.objectives import Targets, compute_targets, minibatch_loss
 from cory.agents.optimizer import build_optimizer, build_scheduler
 from cory.agents.prompts import PromptEncoder, context_length
 from cory.agents.sampling import length_budgets, sampling_settings
@@ -34,6 +32,7 @@ from cory.agents.learner import LearnerState
 from cory.agents.state import read_learner_state, write_learner_state
 from cory.algorithms.kl import AdaptiveKLController, FixedKLController, kl_per_token
 from cory.algorithms.normalize import RunningMoments, transform_scores
+from cory.algorithms.objective import Targets, compute_targets, minibatch_loss
 from cory.algorithms.ppo import explained_variance
 from cory.algorithms.reinforce import MovingAverageBaseline
 from cory.distributed.sharding import Shards, full, gathered, shard_policy
@@ -105,7 +104,7 @@ class Agent:
             scheduler=build_scheduler(optimizer, settings.ppo, settings.steps),
             kl_ctl=self._new_kl_controller(), moments=RunningMoments(),
             baseline=(MovingAverageBaseline(settings.algorithm.baseline_decay)
-                      if algorithm_named(settings.algorithm.name).moving_baseline else None),
+                      if settings.objective.algorithm.moving_baseline else None),
             elastic=ElasticReset(trainable, er.decay, er.reset_freq) if er.enabled else None)
 
     def _trainable_parameters(self) -> dict[str, torch.nn.Parameter]:
@@ -266,7 +265,7 @@ class Agent:
         if not torch.isfinite(raw).all():
             return self._fault(stats, "non-finite reward")
         scaled = transform_scores(raw, self.learner.moments, ppo.use_score_scaling, ppo.use_score_norm, ppo.score_clip)
-        targets = compute_targets(self.settings.algorithm, ppo, rollout, scaled, self.learner.kl_ctl.value,
+        targets = compute_targets(self.settings.objective, rollout, scaled, self.learner.kl_ctl.value,
                                   self.learner.baseline)
         sums: dict[str, float] = {}
         counts = 0
@@ -334,7 +333,7 @@ class Agent:
                                   head_on_response_only=self.settings.fast.head_on_response_only,
                                   with_values=self.settings.uses_values)
             everywhere = self._over_ranks(share)
-            loss, loss_stats = minibatch_loss(self.settings.algorithm, ppo, out, batch, everywhere)
+            loss, loss_stats = minibatch_loss(self.settings.objective, out, batch, everywhere)
             if not torch.isfinite(loss):
                 self.learner.optimizer.zero_grad(set_to_none=True)
                 return None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cory.agents.objectives import returns_need_values
+from cory.algorithms.objective import Objective
 from cory.algorithms.registry import algorithm_named
 from cory.config import AlgorithmConfig, ElasticResetConfig, GenerationConfig, PPOConfig, RunConfig
 
@@ -29,6 +29,16 @@ class FastPath:
                    trim_padding=on, head_on_response_only=on, fused_adamw=on)
 
 
+def objective_of(algorithm: AlgorithmConfig, ppo: PPOConfig) -> Objective:
+    """The registry entry of ``algorithm.name`` with the numbers its targets and loss read."""
+    return Objective(
+        algorithm=algorithm_named(algorithm.name), gamma=ppo.gamma, lam=ppo.lam,
+        whiten_rewards=ppo.whiten_rewards, whiten_advantages=ppo.whiten_advantages,
+        returns=algorithm.returns, whiten_returns=algorithm.whiten_returns, group_size=algorithm.group_size,
+        cliprange=ppo.cliprange, cliprange_value=ppo.cliprange_value, vf_coef=ppo.vf_coef,
+        ratio_threshold=ppo.ratio_threshold)
+
+
 @dataclass(frozen=True)
 class AgentSettings:
     """How one agent samples and learns. ``uses_values``: whether anything reads its value
@@ -40,6 +50,7 @@ class AgentSettings:
     generation: GenerationConfig
     ppo: PPOConfig
     algorithm: AlgorithmConfig
+    objective: Objective
     elastic_reset: ElasticResetConfig
     bf16_autocast: bool
     uses_values: bool
@@ -54,6 +65,7 @@ class AgentSettings:
     @classmethod
     def of(cls, config: RunConfig) -> AgentSettings:
         """The settings an agent of run ``config`` learns with."""
+        algorithm = algorithm_named(config.algorithm.name)
         return cls(
             seed=config.seed,
             steps=config.steps,
@@ -61,10 +73,11 @@ class AgentSettings:
             generation=config.generation,
             ppo=config.ppo,
             algorithm=config.algorithm,
+            objective=objective_of(config.algorithm, config.ppo),
             elastic_reset=config.elastic_reset,
             bf16_autocast=config.mixed_precision == "bf16",
-            uses_values=(algorithm_named(config.algorithm.name).value_loss or config.topology.answer == "value"
-                         or returns_need_values(config.algorithm)),
+            uses_values=(algorithm.value_loss or config.topology.answer == "value"
+                         or algorithm.reads_values(config.algorithm.returns)),
             fast=FastPath.of(config.ppo, config.generation.engine),
             dropout_as_trl=config.agents.dropout == "trl",
             shards=config.agents.shards,

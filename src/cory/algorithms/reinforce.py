@@ -1,4 +1,4 @@
-"""REINFORCE-family advantages: moving-average baseline and group (RLOO / GRPO) baselines."""
+"""REINFORCE-family baselines: a moving average of returns, and group (RLOO / GRPO) baselines."""
 
 from __future__ import annotations
 
@@ -27,25 +27,24 @@ class MovingAverageBaseline:
         self.value, self.initialised = float(state["value"]), bool(state["initialised"])
 
 
-def group_advantages(
-    rewards: torch.Tensor, group_size: int, kind: str = "rloo", eps: float = 1e-6
-) -> torch.Tensor:
-    """Sequence-level advantages from a baseline built out of each prompt's group of samples.
-
-    ``rewards`` is ``[n_groups * group_size]`` with the samples of one prompt adjacent.
-    ``rloo``: reward minus the mean of the group's *other* samples (Ahmadian et al., 2024).
-    ``grpo``: reward minus the group mean, divided by the group std (Shao et al., 2024).
-    """
+def _groups(rewards: torch.Tensor, group_size: int) -> torch.Tensor:
+    """``rewards`` (``[n_groups * group_size]``, a prompt's samples adjacent) as ``[n_groups, group_size]``."""
     if group_size < 2:
         raise ValueError("a group baseline needs group_size >= 2")
     if rewards.numel() % group_size:
         raise ValueError(f"{rewards.numel()} rewards do not split into groups of {group_size}")
-    grouped = rewards.view(-1, group_size)
-    if kind == "rloo":
-        others_mean = (grouped.sum(-1, keepdim=True) - grouped) / (group_size - 1)
-        advantages = grouped - others_mean
-    elif kind == "grpo":
-        advantages = (grouped - grouped.mean(-1, keepdim=True)) / (grouped.std(-1, keepdim=True) + eps)
-    else:
-        raise ValueError(f"unknown group baseline {kind!r}; choose 'rloo' or 'grpo'")
-    return advantages.flatten()
+    return rewards.view(-1, group_size)
+
+
+def leave_one_out_advantages(rewards: torch.Tensor, group_size: int) -> torch.Tensor:
+    """RLOO (Ahmadian et al., 2024): each sequence reward minus the mean of its prompt's
+    *other* samples. ``rewards`` is ``[n_groups * group_size]``, a prompt's samples adjacent."""
+    grouped = _groups(rewards, group_size)
+    others_mean = (grouped.sum(-1, keepdim=True) - grouped) / (group_size - 1)
+    return (grouped - others_mean).flatten()
+
+
+def group_normalised_advantages(rewards: torch.Tensor, group_size: int, eps: float = 1e-6) -> torch.Tensor:
+    """GRPO (Shao et al., 2024): each sequence reward minus its group's mean, over the group's std."""
+    grouped = _groups(rewards, group_size)
+    return ((grouped - grouped.mean(-1, keepdim=True)) / (grouped.std(-1, keepdim=True) + eps)).flatten()
