@@ -7,7 +7,8 @@ the same object can live in another process (a Ray actor) unchanged. Between
 ``generate`` and ``update`` it keeps its last rollout to itself.
 
 Its neighbours: ``prompts`` (chat template, truncation), ``sampling`` (settings and length
-budgets), ``optimizer``, ``state`` (checkpoint I/O)
+budgets), ``engine_sampling`` (rollouts on vLLM), ``minibatch_steps`` (the update's
+optimiser steps), ``optimizer``, ``state`` (checkpoint I/O)
 and ``export`` (a Hugging Face folder).
 """
 
@@ -17,13 +18,15 @@ import contextlib
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from cory.agents.elastic_reset import ElasticReset
+from cory.agents.engine_sampling import logprob_gap, sample_on_engine
 from cory.agents.export import export_policy
+from cory.agents.minibatch_steps import MinibatchSteps
 from cory.agents.optimizer import build_optimizer, build_scheduler
 from cory.agents.prompts import PromptEncoder, context_length
 from cory.agents.sampling import length_budgets, sampling_settings
@@ -32,16 +35,16 @@ from cory.agents.learner import LearnerState
 from cory.agents.state import read_learner_state, write_learner_state
 from cory.algorithms.kl import AdaptiveKLController, FixedKLController, kl_per_token
 from cory.algorithms.normalize import RunningMoments, transform_scores
-from cory.algorithms.objective import Targets, compute_targets, minibatch_loss
+from cory.algorithms.objective import compute_targets
 from cory.algorithms.ppo import explained_variance
 from cory.algorithms.reinforce import MovingAverageBaseline
-from cory.distributed.sharding import Shards, full, gathered, shard_policy
-from cory.engines.vllm_engine import VLLMEngine, to_generation
+from cory.distributed.sharding import Shards, gathered, shard_policy
+from cory.engines.vllm_engine import VLLMEngine
 from cory.errors import CoryError
-from cory.models.generation import Generation, SamplingSettings, StopStrings, sample
+from cory.models.generation import StopStrings, sample
 from cory.models.policy import Policy, PolicyOutput, ValueHead, compile_policy, hidden_size_of, score_sequences
 from cory.models.reference import Reference
-from cory.rollout import MiniBatch, Rollout
+from cory.rollout import Rollout
 from cory.seeding import derive_seed, generator
 from cory.types import GenerateRequest, Reply, Stats
 
@@ -131,8 +134,7 @@ class Agent:
         self.policy.lm.train(self.learner.dropout_active and request.phase == "train")
         whole = gathered(self.policy) if self.shards is not None else contextlib.nullcontext()
         with self._autocast(), whole:
-            return self._generate(request.prompts, request.step, request.phase, request.greedy, request.keep,
-                                  request.budgets)
+            return self._generate(request)
 
     def _token_budgets(self, count: int, step: int, phase: str, budgets: list[int] | None) -> torch.Tensor | None:
         gen = self.settings.generation
@@ -144,19 +146,25 @@ class Agent:
                             f"between 1 and generation.max_new_tokens ({gen.max_new_tokens})")
         return torch.tensor(budgets)
 
-    def _generate(self, prompts: list[str], step: int, phase: str, greedy: bool, keep: bool,
-                  budgets: list[int] | None) -> Reply:
+    def _generate(self, request: GenerateRequest) -> Reply:
         settings, gen = self.settings, self.settings.generation
+        step, phase, keep = request.step, request.phase, request.keep
         started = time.perf_counter()
-        encoded = self.prompts.encode(prompts, self.device)
+        encoded = self.prompts.encode(request.prompts, self.device)
         query_ids, query_mask = encoded.ids, encoded.mask
         # Created on the model's device: torch.multinomial needs its generator there.
         sampler = generator("sample", settings.seed, step, self.index, phase, device=self.device)
         from_sampling = settings.fast.scores_from_generation
-        how = sampling_settings(gen, greedy)
-        row_budgets = self._token_budgets(len(prompts), step, phase, budgets)
+        how = sampling_settings(gen, request.greedy)
+        row_budgets = self._token_budgets(len(request.prompts), step, phase, request.budgets)
         if self.engine is not None:
-            generated = self._sample_on_engine(query_ids, query_mask, how, row_budgets, step, phase)
+            rows = query_ids.shape[0]
+            seeds = [derive_seed("sample", settings.seed, step, self.index, phase, row) & 0x7FFFFFFF
+                     for row in range(rows)]  # one request seed per row, drawn like our sampler's
+            limits = row_budgets.tolist() if row_budgets is not None else [how.max_new_tokens] * rows
+            generated = sample_on_engine(self.engine, self.policy.lm, self.shards, query_ids, query_mask, how,
+                                         self.stop_ids, self.tokenizer.pad_token_id, seeds, limits,
+                                         self.stop_strings.strings, self.adapter)
         else:
             generated = sample(
                 self.policy.lm, query_ids, query_mask, how, self.stop_ids,
@@ -176,7 +184,7 @@ class Agent:
                                   with_values=settings.uses_values)
             logprobs, values, policy_logits = out.logprobs * mask, out.values * mask, out.logits
             if self.engine is not None and keep:
-                self.sampler_logprob_gap = self._logprob_gap(generated.logprobs, logprobs, mask, how)
+                self.sampler_logprob_gap = logprob_gap(generated.logprobs, logprobs, mask, how)
         ref_logprobs = reference.logprobs * mask
         kl_tokens = kl_per_token(
             logprobs, ref_logprobs, settings.ppo.kl_penalty,
@@ -203,38 +211,6 @@ class Agent:
             prompt_length=query_mask.sum(-1).float().mean().item(),
             seconds={"generate": generated_at - started, "reference": finished - generated_at},
         )
-
-    def _sample_on_engine(self, query_ids: torch.Tensor, query_mask: torch.Tensor, how: SamplingSettings,
-                          budgets: torch.Tensor | None, step: int, phase: str) -> Generation:
-        """Sample on the vLLM engine, one request seed per row (drawn like our sampler's)."""
-        assert self.engine is not None
-        rows = query_ids.shape[0]
-        seeds = [derive_seed("sample", self.settings.seed, step, self.index, phase, row) & 0x7FFFFFFF
-                 for row in range(rows)]
-        limits = budgets.tolist() if budgets is not None else [how.max_new_tokens] * rows
-        if self.shards is None:
-            return self.engine.sample(query_ids, query_mask, how, self.stop_ids, self.tokenizer.pad_token_id,
-                                      seeds, limits, self.stop_strings.strings, adapter=self.adapter)
-        # Sharded: every rank takes part in gathering the whole weights the engine needs
-        # (at its start and after each update); rank 0's engine answers, and every rank builds
-        # the same rollout from its answers.
-        weights = None
-        if not self.engine.current:
-            weights = {name: full(value).detach().cpu() for name, value in self.policy.lm.state_dict().items()}
-            self.engine.current = not self.shards.writes  # rank 0's engine clears it once pushed
-        answers = (self.engine.answer(query_ids, query_mask, how, self.stop_ids, seeds, limits,
-                                      self.stop_strings.strings, adapter=self.adapter, weights=weights)
-                   if self.shards.writes else None)
-        return to_generation(self.shards.from_first(answers), query_ids, query_mask, self.tokenizer.pad_token_id)
-
-    @staticmethod
-    def _logprob_gap(sampled: torch.Tensor, recomputed: torch.Tensor, mask: torch.Tensor,
-                     how: SamplingSettings) -> float | None:
-        """Largest |engine - policy| log-prob over response tokens. vLLM reports log-probs
-        before temperature, so the comparison holds at temperature 1 only (else None)."""
-        if how.temperature != 1.0 or not bool(mask.any()):
-            return None
-        return float(((sampled.to(recomputed.device) - recomputed).abs() * mask).max())
 
     def _score_reference(self, query_ids: torch.Tensor, query_mask: torch.Tensor,
                          response_ids: torch.Tensor, response_mask: torch.Tensor) -> PolicyOutput:
@@ -267,12 +243,13 @@ class Agent:
         scaled = transform_scores(raw, self.learner.moments, ppo.use_score_scaling, ppo.use_score_norm, ppo.score_clip)
         targets = compute_targets(self.settings.objective, rollout, scaled, self.learner.kl_ctl.value,
                                   self.learner.baseline)
+        steps = MinibatchSteps(self.index, self.scorer, self.learner, self.settings, self.shards, self.device)
         sums: dict[str, float] = {}
         counts = 0
         skipped = 0
         for epoch in range(ppo.ppo_epochs):
-            for group in self._minibatch_groups(rollout.size, step, epoch):
-                outcome = self._optimise(rollout, targets, group)
+            for group in steps.groups(rollout.size, step, epoch):
+                outcome = steps.take(rollout, targets, group)
                 if outcome is None:
                     skipped += 1
                     continue
@@ -307,69 +284,6 @@ class Agent:
                 stats["sampler_logprob_gap"] = self.sampler_logprob_gap
             stats["time/weight_push"] = self.engine.seconds_loading
         return stats
-
-    def _minibatch_groups(self, size: int, step: int, epoch: int) -> list[list[torch.Tensor]]:
-        """Shuffled mini-batches, grouped by optimiser step (gradient accumulation)."""
-        ppo = self.settings.ppo
-        order = torch.randperm(size, generator=generator("minibatch", self.settings.seed, step,
-                                                         self.index, epoch))
-        minibatches = list(order.split(ppo.mini_batch_size))
-        accumulate = ppo.gradient_accumulation_steps
-        return [minibatches[i:i + accumulate] for i in range(0, len(minibatches), accumulate)]
-
-    def _optimise(self, rollout: Rollout, targets: Targets, group: list[torch.Tensor]) -> dict[str, float] | None:
-        """One optimiser step over a group of mini-batches; None if it had to be skipped."""
-        ppo = self.settings.ppo
-        self.learner.optimizer.zero_grad(set_to_none=True)
-        sums: dict[str, float] = {}
-        for rows in group:
-            share, rows = self._share_of(rollout, rows)
-            batch = MiniBatch.take(rollout, rows.to(self.device), targets.advantages, targets.returns,
-                                   trim=self.settings.fast.trim_padding)
-            with self._autocast():
-                out = self.scorer(batch.query_ids, batch.query_mask, batch.response_ids,
-                                  batch.response_mask, with_entropy=True,
-                                  temperature=self.settings.generation.temperature,
-                                  head_on_response_only=self.settings.fast.head_on_response_only,
-                                  with_values=self.settings.uses_values)
-            everywhere = self._over_ranks(share)
-            loss, loss_stats = minibatch_loss(self.settings.objective, out, batch, everywhere)
-            if not torch.isfinite(loss):
-                self.learner.optimizer.zero_grad(set_to_none=True)
-                return None
-            (loss * share * self._ranks / len(group)).backward()
-            for key, value in loss_stats.items():
-                sums[key] = sums.get(key, 0.0) + float(everywhere(value)) / len(group)
-        params = [p for g in self.learner.optimizer.param_groups for p in g["params"]]
-        grad_norm = full(torch.nn.utils.clip_grad_norm_(params, ppo.max_grad_norm or float("inf")))
-        if not torch.isfinite(grad_norm):
-            self.learner.optimizer.zero_grad(set_to_none=True)
-            return None
-        self.learner.optimizer.step()
-        if self.learner.elastic is not None and self.settings.elastic_reset.ema_every == "optimizer_step":
-            self.learner.elastic.update_ema()
-        sums["grad_norm"] = grad_norm.item()
-        return sums
-
-    @property
-    def _ranks(self) -> int:
-        return 1 if self.shards is None else self.shards.world
-
-    def _share_of(self, rollout: Rollout, rows: torch.Tensor) -> tuple[float, torch.Tensor]:
-        """This rank's rows of a mini-batch and its share of the mini-batch's response tokens
-        (1 and every row unsharded)."""
-        if self.shards is None:
-            return 1.0, rows
-        mine = self.shards.rows(rows)
-        tokens = rollout.response_mask[mine.to(rollout.response_mask.device)].sum().item()
-        return tokens / max(self.shards.total(tokens), 1.0), mine
-
-    def _over_ranks(self, share: float) -> Callable[[torch.Tensor], torch.Tensor]:
-        """Turns this rank's token mean into the mean over every rank's tokens."""
-        if self.shards is None:
-            return lambda value: value
-        shards = self.shards
-        return lambda value: torch.tensor(shards.total(float(value) * share), device=value.device)
 
     def _elastic_step(self, step: int) -> bool:
         if self.learner.elastic is None:
