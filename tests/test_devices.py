@@ -14,15 +14,15 @@ import torch
 from cory.agents.elastic_reset import ElasticReset
 from cory.agents.factory import build_agents
 from cory.agents.settings import objective_of
-from cory.algorithms.objective import compute_targets, minibatch_loss
 from cory.algorithms.kl import kl_per_token
 from cory.algorithms.normalize import RunningMoments, transform_scores
+from cory.algorithms.objective import compute_targets, minibatch_loss
+from cory.batches import MiniBatch, Rollout
 from cory.config import AlgorithmConfig, PPOConfig
 from cory.errors import ConfigError, CoryError
 from cory.models.generation import SamplingSettings, sample
 from cory.models.policy import PolicyOutput
 from cory.multi.collective import collective_rewards
-from cory.rollout import MiniBatch, Rollout
 from cory.seeding import generator
 from cory.types import GenerateRequest
 from helpers.training import run_trainer

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from cory.agents.factory import build_agents
-from cory.rollout import MiniBatch
+from cory.batches import MiniBatch
 from cory.types import GenerateRequest
 
 

@@ -10,12 +10,12 @@ import torch
 from cory.agents.factory import build_agents
 from cory.agents.settings import objective_of
 from cory.algorithms.objective import compute_targets, minibatch_loss
+from cory.batches import MiniBatch, Rollout
 from cory.config import AlgorithmConfig, PPOConfig
 from cory.loading import load_config
 from cory.models.generation import SamplingSettings, penalise_repetition, sample
 from cory.models.policy import PolicyOutput
 from cory.models.registry import load_model, stop_token_ids
-from cory.rollout import MiniBatch, Rollout
 from cory.trainer import Trainer
 from cory.types import GenerateRequest
 from helpers.training import run_trainer

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from cory.engines.vllm_engine import engine_python, sampling_params, to_generation
+from cory.engines.vllm_engine import engine_python, sampling_params, to_sampled_batch
 from cory.engines.weights import SharedWeights, layout, read_shared
 from cory.errors import ConfigError, CoryError
 from cory.models.generation import SamplingSettings
@@ -67,7 +67,7 @@ def test_engine_answers_become_a_right_padded_generation():
     query = torch.tensor([[0, 5, 6], [7, 8, 9]])
     answers = [{"tokens": [3, 1], "logprobs": [-0.5, -1.0], "finish": "stop"},
                {"tokens": [4, 4, 4], "logprobs": [-0.1, -0.2, -0.3], "finish": "length"}]
-    generated = to_generation(answers, query, (query > 0).long(), pad_id=0)
+    generated = to_sampled_batch(answers, query, (query > 0).long(), pad_id=0)
     assert generated.response_ids.tolist() == [[3, 1, 0], [4, 4, 4]]
     assert generated.response_mask.tolist() == [[1, 1, 0], [1, 1, 1]]
     assert torch.allclose(generated.logprobs, torch.tensor([[-0.5, -1.0, 0.0], [-0.1, -0.2, -0.3]]))

@@ -6,6 +6,7 @@ imported on first use, so ``import cory`` stays light.
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 __version__ = "0.1.0"
@@ -16,8 +17,6 @@ _LAZY = {"load_config": "cory.loading", "RunConfig": "cory.config", "train": "co
 
 
 def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        import importlib
-
+    if name in _LAZY:  # the API loads torch: only when asked for
         return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'cory' has no attribute {name!r}")

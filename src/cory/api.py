@@ -19,9 +19,12 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 from cory.config import RunConfig
-
-from cory.loading import load_config, resolve
+from cory.configtree import parse_override, set_dotted, to_dict
 from cory.errors import ConfigError
+from cory.loading import load_config, resolve
+from cory.rewards.simple import CallableReward
+from cory.tasks.base import Task, split_train_test
+from cory.trainer import Trainer
 from cory.types import Prompt
 
 PROMPT_COLUMNS = ("prompt", "query", "text", "question")
@@ -61,11 +64,9 @@ def as_prompts(items: Iterable[Any], name: str = "prompts") -> list[Prompt]:
     return prompts
 
 
-def custom_task(config: RunConfig, prompts: list[Prompt], eval_prompts: list[Prompt] | None):
+def custom_task(config: RunConfig, prompts: list[Prompt], eval_prompts: list[Prompt] | None) -> Task:
     """A task over the caller's prompts: ``eval_prompts``, or ``task.n_test`` of the prompts
     (at most a third, a fixed shuffle) held out for evaluation."""
-    from cory.tasks.base import Task, split_train_test
-
     if eval_prompts is None:
         prompts, eval_prompts = split_train_test(prompts, config.task.n_test)
     return Task(name="custom", train=prompts, test=eval_prompts, default_reward="python",
@@ -85,8 +86,6 @@ def _config_of(config: RunConfig | str | Path | Mapping[str, Any], overrides: li
 def _with_overrides(config: RunConfig, overrides: list[str]) -> RunConfig:
     if not overrides:
         return config
-    from cory.configtree import parse_override, set_dotted, to_dict
-
     raw = to_dict(config)
     for text in overrides:
         parts, value = parse_override(text)
@@ -100,9 +99,6 @@ def train(config: RunConfig | str | Path | Mapping[str, Any], *, reward_fn: Call
     """Train one run and return its result. ``config``: a ``RunConfig``, a YAML path or a
     mapping of keys; ``overrides``: ``key=value`` strings over it. Without ``reward_fn`` the
     config's reward is used; without ``prompts`` the config's task."""
-    from cory.rewards.simple import CallableReward
-    from cory.trainer import Trainer
-
     run_config = _config_of(config, list(overrides))
     task = None
     if prompts is not None:

@@ -178,7 +178,7 @@ def verify(path: Path) -> str | None:
     return None
 
 
-def latest_good(run_dir: Path, report=print) -> Path | None:
+def latest_good(run_dir: Path, report: Callable[[str], None] = print) -> Path | None:
     """The newest checkpoint of ``run_dir`` that verifies; bad ones are reported."""
     for path in reversed(step_dirs(checkpoints_dir(run_dir))):
         problem = verify(path)

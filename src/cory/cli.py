@@ -7,12 +7,22 @@ import os
 import sys
 from pathlib import Path
 
+from rich.console import Console
+from rich.table import Table
+
 from cory.errors import ConfigError, CoryError
+from cory.loading import load_config
+from cory.models.packaged import converted_folder
+from cory.sources import vader_snippets_file
+from cory.suite_results import export_suite, write_results
+from cory.suites import load_suite
+
+# The imports inside the commands below load torch (seconds): each command pays only for what
+# it runs, and ``cory --help`` or a config error answers at once.
 
 
 def _train(args: argparse.Namespace) -> None:
-    from cory.loading import load_config
-    from cory.trainer import Trainer
+    from cory.trainer import Trainer  # torch
 
     config = load_config(args.config, args.overrides)
     trainer = Trainer(config)
@@ -26,9 +36,7 @@ def _train(args: argparse.Namespace) -> None:
 
 
 def _prepare(args: argparse.Namespace) -> None:
-    from cory.models.packaged import converted_folder
-    from cory.rewards.sentiment import REPORT_FILE, ensure_sentiment_classifier
-    from cory.sources import vader_snippets_file
+    from cory.rewards.sentiment import REPORT_FILE, ensure_sentiment_classifier  # torch
 
     for name in args.models:
         print(f"model {name}: {converted_folder(name)}")
@@ -39,10 +47,7 @@ def _prepare(args: argparse.Namespace) -> None:
 
 
 def _eval(args: argparse.Namespace) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    from cory.saved_runs import evaluate_target, write_eval
+    from cory.saved_runs import evaluate_target, write_eval  # torch
 
     result, config, run_dir = evaluate_target(args.target, args.overrides)
     console = Console()
@@ -65,8 +70,7 @@ def _eval(args: argparse.Namespace) -> None:
 
 
 def _experiment(args: argparse.Namespace) -> None:
-    from cory.experiments import run_suite
-    from cory.suites import load_suite
+    from cory.experiments import run_suite  # torch
 
     suite = load_suite(args.suite, args.overrides)
     print(f"suite '{suite.config.name}': {len(suite.runs)} runs -> {suite.output_dir}")
@@ -74,8 +78,6 @@ def _experiment(args: argparse.Namespace) -> None:
 
 
 def _plot(args: argparse.Namespace) -> None:
-    from cory.suite_results import export_suite, write_results
-
     if args.export:
         print(f"results: {export_suite(Path(args.folder), Path(args.export))}")
     else:
@@ -83,8 +85,8 @@ def _plot(args: argparse.Namespace) -> None:
 
 
 def _train_rm(args: argparse.Namespace) -> None:
-    from cory.rewards.reward_model import reward_model_folder, train_reward_model
-    from cory.tasks.hh import load_pairs
+    from cory.rewards.reward_model import reward_model_folder, train_reward_model  # torch
+    from cory.tasks.hh import load_pairs  # transformers
 
     pairs = load_pairs(args.data)
     if args.max_pairs:
@@ -97,10 +99,9 @@ def _train_rm(args: argparse.Namespace) -> None:
 
 
 def _serve_reward(args: argparse.Namespace) -> None:
-    from cory.rewards import reward_of
-    from cory.loading import load_config
-    from cory.serving.reward_server import Limits, serve
-    from cory.tasks.base import DEFAULT_REWARDS
+    from cory.rewards import reward_of  # torch
+    from cory.serving.reward_server import Limits, serve  # the optional fastapi
+    from cory.tasks.base import DEFAULT_REWARDS  # transformers
 
     if Path(args.spec).is_file():
         config = load_config(args.spec, args.overrides)
@@ -186,7 +187,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _quiet_libraries() -> None:
     """Hide the per-file loading bars of transformers; warnings still show."""
-    from transformers.utils import logging as hf_logging
+    from transformers.utils import logging as hf_logging  # transformers, ~1 s
 
     hf_logging.disable_progress_bar()
 

@@ -15,6 +15,7 @@ import yaml
 from cory.algorithms.registry import AlgorithmName
 from cory.configtree import option, to_dict
 from cory.methods import METHODS
+from cory.trackers import installed_trackers
 
 @dataclass
 class VLLMConfig:
@@ -264,8 +265,6 @@ class LogConfig:
     def trackers(self) -> list[str]:
         """``report_to`` with ``all`` expanded to the installed trackers and ``tensorboard:
         false`` applied."""
-        from cory.trackers import installed_trackers
-
         names = [n for name in self.report_to for n in (installed_trackers() if name == "all" else [name])]
         return [name for name in dict.fromkeys(names) if self.tensorboard or name != "tensorboard"]
 

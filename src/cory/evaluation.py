@@ -130,7 +130,7 @@ def _solo_metrics(agents: AgentGroup, topology: Topology, agent_for_role: list[i
     return metrics
 
 
-def _pass_metrics(episode, task: Task, names: list[str], n: int, ks: list[int],
+def _pass_metrics(episode: Episode, task: Task, names: list[str], n: int, ks: list[int],
                   chosen: torch.Tensor) -> dict[str, float]:
     checker = task.checker
     if checker is None:

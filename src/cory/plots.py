@@ -23,7 +23,7 @@ def _smooth(values: np.ndarray, window: int) -> np.ndarray:
     return np.convolve(padded, kernel, mode="valid")
 
 
-def _band(runs, key: str, source: str, window: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+def _band(runs: list, key: str, source: str, window: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """Steps, mean and std over seeds of ``key``, aligned on the steps all seeds have."""
     series = []
     for run in runs:

@@ -16,6 +16,10 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import cory
+from cory.models.packaged import converted_folder
+from cory.models.specs import PACKAGED_NAMES, TINY_SPECS, is_path_like
+
 if TYPE_CHECKING:
     import torch
 
@@ -51,20 +55,16 @@ def processor_name() -> str:
 
 def model_folder(spec: str) -> str | None:
     """The local folder a model spec is read from (None for tiny models and hub ids)."""
-    from cory.models.specs import PACKAGED_NAMES, TINY_SPECS, is_path_like
-
     if spec in TINY_SPECS:
         return None
     if spec in PACKAGED_NAMES:
-        from cory.models.packaged import converted_folder
-
         return str(converted_folder(spec))
     return spec if is_path_like(spec) else None
 
 
 def describe_device(device: torch.device) -> str:
     """The device a model lives on, with the GPU's name: ``cpu`` or ``cuda:0 (NVIDIA H200)``."""
-    import torch
+    import torch  # heavy: reading configs and suite tables needs no torch
 
     if device.type != "cuda":
         return str(device)
@@ -79,10 +79,8 @@ def describe_environment(step: int, threads: int, devices: list[str], models: li
     ``devices`` are where the agents actually live (see ``describe_device``), not the
     configured names such as ``auto``.
     """
-    import torch
-    import transformers
-
-    import cory
+    import torch  # heavy: reading configs and suite tables needs no torch
+    import transformers  # heavy, as torch
 
     digests = {spec: weights_sha256(folder) if (folder := model_folder(spec)) else None for spec in set(models)}
     weights: dict[str, dict[str, str | None]] = {
@@ -108,6 +106,6 @@ def resident_memory_gb() -> float:
             pages = int(handle.read().split()[1])
         return pages * os.sysconf("SC_PAGE_SIZE") / 2**30
     except (OSError, ValueError):
-        import resource
+        import resource  # POSIX only
 
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20

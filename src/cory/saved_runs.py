@@ -8,12 +8,13 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from cory.agents.group import read_agent_states
+from cory.build import build_run
 from cory.checkpoint import MANIFEST, latest_good, load_checkpoint
 from cory.config import RunConfig
-from cory.loading import load_config, read_yaml, resolve
 from cory.configtree import deep_merge, parse_override, set_dotted, to_dict
 from cory.errors import ConfigError
 from cory.evaluation import EvalResult, evaluate
+from cory.loading import load_config, read_yaml, resolve
 
 EVAL_FILE = "eval.json"
 
@@ -29,8 +30,6 @@ def _with_overrides(raw: dict, overrides: list[str]) -> RunConfig:
 
 def evaluate_target(target: str | Path, overrides: Sequence[str] = ()) -> tuple[EvalResult, RunConfig, Path | None]:
     """Evaluate ``target``; returns the result, the config used, and the run folder (if any)."""
-    from cory.build import build_run
-
     target = Path(target)
     checkpoint, sources, run_dir = None, None, None
     if target.is_file():

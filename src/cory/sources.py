@@ -105,7 +105,7 @@ def _pick_field(record: dict[str, Any], fields: tuple[str, ...], path: Path, lin
 def load_hub_dataset(name: str, split: str, subset: str | None = None) -> list[dict[str, Any]]:
     """Rows of a ``datasets`` data set (hub id or local folder) split."""
     try:
-        import datasets
+        import datasets  # optional: only for a datasets source
     except ImportError:
         raise MissingPackageError("The 'datasets' package", "pip install datasets") from None
     try:

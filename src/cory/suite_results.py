@@ -11,15 +11,16 @@ import csv
 import io
 import json
 import math
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from cory.suites import SUITE_FILE, AnalysisConfig
 from cory.logging import read_jsonl_rows
 from cory.provenance import ENVIRONMENT_FILE
+from cory.suites import SUITE_FILE, AnalysisConfig
 from cory.stats import (Interval, Trajectory, bootstrap_mean, common_levels, kl_at_reward, reward_at_kl, sign_flip_p,
                         smallest_one_sided_p, t_interval)
 
@@ -284,7 +285,7 @@ def _csv(rows: list[dict[str, Any]], columns: list[str]) -> str:
 def write_results(output_dir: Path) -> Path:
     """``results.md`` and ``results.csv`` (and ``comparisons.csv`` when the suite compares
     runs) plus the plots, from the finished runs' logs."""
-    from cory.plots import draw_suite
+    from cory.plots import draw_suite  # heavy: matplotlib and torch, only when figures are drawn
 
     output_dir = Path(output_dir)
     description, results = collect(output_dir)
@@ -337,8 +338,6 @@ def export_suite(output_dir: Path, destination: Path) -> Path:
     """Copy what a suite's analysis needs, small enough to commit: its tables and plots, and
     each finished run's metrics, config, final summary and environment record (no weights, no
     checkpoints). ``cory plot DESTINATION`` redraws everything from the copy."""
-    import shutil
-
     output_dir, destination = Path(output_dir), Path(destination)
     description = json.loads((output_dir / SUITE_FILE).read_text())
     for run in description["runs"]:

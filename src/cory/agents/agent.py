@@ -26,25 +26,25 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from cory.agents.elastic_reset import ElasticReset
 from cory.agents.engine_sampling import logprob_gap, sample_on_engine
 from cory.agents.export import export_policy
+from cory.agents.learner import LearnerState
 from cory.agents.minibatch_steps import MinibatchSteps
 from cory.agents.optimizer import build_optimizer, build_scheduler
 from cory.agents.prompts import PromptEncoder, context_length
 from cory.agents.sampling import length_budgets, sampling_settings
 from cory.agents.settings import AgentSettings
-from cory.agents.learner import LearnerState
 from cory.agents.state import read_learner_state, write_learner_state
 from cory.algorithms.kl import AdaptiveKLController, FixedKLController, kl_per_token
 from cory.algorithms.normalize import RunningMoments, transform_scores
 from cory.algorithms.objective import compute_targets
 from cory.algorithms.ppo import explained_variance
 from cory.algorithms.reinforce import MovingAverageBaseline
+from cory.batches import Rollout
 from cory.distributed.sharding import Shards, gathered, shard_policy
 from cory.engines.vllm_engine import VLLMEngine
 from cory.errors import CoryError
 from cory.models.generation import StopStrings, sample
 from cory.models.policy import Policy, PolicyOutput, ValueHead, compile_policy, hidden_size_of, score_sequences
 from cory.models.reference import Reference
-from cory.rollout import Rollout
 from cory.seeding import derive_seed, generator
 from cory.types import GenerateRequest, Reply, Stats
 
@@ -191,8 +191,7 @@ class Agent:
             policy_logits.log_softmax(-1) if policy_logits is not None else None,
             reference.logits.float().log_softmax(-1) if policy_logits is not None else None,
         ) * mask
-        rollout = Rollout(query_ids, query_mask, response_ids, response_mask, logprobs, values,
-                          ref_logprobs, kl_tokens)
+        rollout = Rollout.of(generated, logprobs, values, ref_logprobs, kl_tokens)
         if keep:
             self.rollout = rollout
         lengths = response_mask.sum(-1).tolist()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from typing import Any, cast
 from pathlib import Path
 
 from safetensors.torch import save_file
@@ -30,7 +31,7 @@ def export_policy(policy: Policy, tokenizer: PreTrainedTokenizerBase, folder: Pa
         return
     if adapter is not None:
         lm.save_pretrained(folder / "adapter", selected_adapters=[adapter])
-        lm = copy.deepcopy(lm).merge_and_unload(adapter_names=[adapter])  # type: ignore[operator]  # peft
+        lm = cast(Any, copy.deepcopy(lm)).merge_and_unload(adapter_names=[adapter])  # a peft model
     lm.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     policy.save_value_head(folder)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -20,7 +20,7 @@ from cory.config import RunConfig
 from cory.engines.vllm_engine import VLLMEngine
 from cory.errors import ConfigError
 from cory.models.reference import Reference, adapter_free_reference, frozen_reference
-from cory.models.registry import LoadedModel, load_model, stop_token_ids
+from cory.models.registry import LoadedModel, load_model, moved, stop_token_ids
 from cory.seeding import derive_seed
 
 
@@ -39,13 +39,14 @@ def resolve_device(name: str, key: str = "device") -> torch.device:
     return device
 
 
-def _lora_config(config: RunConfig):
+def _lora_config(config: RunConfig) -> Any:
     try:
-        import peft
+        import peft  # optional: agents.lora
     except ImportError:
         raise ConfigError("agents.lora.enabled: LoRA needs peft; pip install peft==0.21.2") from None
     lora = config.agents.lora
-    return peft.LoraConfig(r=lora.r, lora_alpha=lora.alpha,  # type: ignore[arg-type]  # peft takes floats lora_dropout=lora.dropout,
+    # peft types lora_alpha as int; it takes floats
+    return peft.LoraConfig(r=lora.r, lora_alpha=cast(Any, lora.alpha), lora_dropout=lora.dropout,
                            target_modules=lora.target_modules or "all-linear", bias="none",
                            task_type="CAUSAL_LM")
 
@@ -87,7 +88,7 @@ def build_agents(config: RunConfig, task_chat: bool = False, stop_strings: Seque
             lm, reference, adapter = _lora_policy(config, base, spec, index, peft_bases)
         else:
             if source != spec:
-                lm = load_model(source, config.dtype, config.trust_remote_code).model.to(device)  # type: ignore[arg-type]
+                lm = moved(load_model(source, config.dtype, config.trust_remote_code).model, device)
             else:
                 lm = copy.deepcopy(base.model)
             for param in lm.parameters():
@@ -111,15 +112,15 @@ def _base_on(device: torch.device, spec: str, bases: dict[tuple[str, torch.devic
     """Base model ``spec`` on ``device``: a copy of one already loaded elsewhere, or a load."""
     for (loaded_spec, _), loaded in bases.items():
         if loaded_spec == spec:
-            return LoadedModel(spec, copy.deepcopy(loaded.model).to(device), loaded.tokenizer)  # type: ignore[arg-type]
+            return LoadedModel(spec, moved(copy.deepcopy(loaded.model), device), loaded.tokenizer)
     loaded = load_model(spec, config.dtype, config.trust_remote_code)
-    loaded.model.to(device)  # type: ignore[arg-type]  # transformers types .to() for dtypes only
+    moved(loaded.model, device)
     return loaded
 
 
 def _lora_policy(config: RunConfig, base: LoadedModel, spec: str, index: int,
-                 peft_bases: dict[str, Any]):
-    import peft
+                 peft_bases: dict[str, Any]) -> tuple[Any, Reference, str]:
+    import peft  # optional: agents.lora
 
     adapter = f"agent{index}"
     lora = _lora_config(config)

@@ -12,8 +12,8 @@ from torch import nn
 from cory.agents.learner import LearnerState
 from cory.agents.settings import AgentSettings
 from cory.algorithms.objective import Targets, minibatch_loss
+from cory.batches import MiniBatch, Rollout
 from cory.distributed.sharding import Shards, full
-from cory.rollout import MiniBatch, Rollout
 from cory.seeding import generator
 
 

@@ -18,7 +18,7 @@ from cory.algorithms.masked import masked_mean, masked_whiten
 from cory.algorithms.ppo import clipped_policy_loss, clipped_value_loss, shape_rewards
 from cory.algorithms.registry import Algorithm
 from cory.algorithms.reinforce import MovingAverageBaseline, group_normalised_advantages, leave_one_out_advantages
-from cory.rollout import MiniBatch, Rollout
+from cory.batches import MiniBatch, Rollout
 
 
 @dataclass(frozen=True)

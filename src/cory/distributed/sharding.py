@@ -85,7 +85,7 @@ def shard_policy(policy: nn.Module) -> None:
     """FSDP2 over each decoder layer and the whole policy (LM head, embeddings, value head).
     FSDP averages gradients over the ranks; the loss carries each rank's share times the
     number of ranks (``Shards.loss_weight``), so the average is the whole mini-batch's gradient."""
-    from torch.distributed.fsdp import FSDPModule, fully_shard
+    from torch.distributed.fsdp import FSDPModule, fully_shard  # loaded only when an agent is sharded
 
     for layer in decoder_layers(cast(nn.Module, policy.lm)):
         fully_shard(layer)
@@ -105,7 +105,7 @@ def shard_policy(policy: nn.Module) -> None:
 def gathered(policy: nn.Module) -> Iterator[None]:
     """Every sharded module's full weights held for the block (sampling calls the LM's own
     forward, which the root's hooks do not see), resharded after."""
-    from torch.distributed.fsdp import FSDPModule
+    from torch.distributed.fsdp import FSDPModule  # loaded only when an agent is sharded
 
     modules = [m for m in policy.modules() if isinstance(m, FSDPModule)]
     for module in modules:

@@ -10,7 +10,7 @@ adapter (``agents.lora.shared_base``: one engine for every agent of the base); a
 adapter is saved again after its update and reloaded in place by the next request that
 uses it.
 
-What vLLM returns is turned into the :class:`Generation` our own sampler returns. Its
+What vLLM returns is turned into the :class:`SampledBatch` our own sampler returns. Its
 log-probs are not used for learning: the agent recomputes log-probs and values with its
 policy (as PPO needs them from the policy that is trained), and reports the largest
 difference as ``sampler_logprob_gap``.
@@ -31,10 +31,11 @@ from typing import Any
 
 import torch
 
+from cory.batches import SampledBatch
 from cory.config import VLLMConfig
 from cory.engines.weights import SharedWeights, layout
 from cory.errors import CoryError
-from cory.models.generation import Generation, SamplingSettings
+from cory.models.generation import SamplingSettings
 
 _SOURCE_ROOT = Path(__file__).resolve().parents[2]  # the folder holding the cory package
 _LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)  # the ranks vLLM sizes its LoRA slots for
@@ -82,9 +83,9 @@ def sampling_params(settings: SamplingSettings, budget: int, seed: int, stop_ids
     }
 
 
-def to_generation(answers: list[dict[str, Any]], query_ids: torch.Tensor, query_mask: torch.Tensor,
-                  pad_id: int) -> Generation:
-    """The engine's answers as a right-padded :class:`Generation` (values zero: the policy
+def to_sampled_batch(answers: list[dict[str, Any]], query_ids: torch.Tensor, query_mask: torch.Tensor,
+                  pad_id: int) -> SampledBatch:
+    """The engine's answers as a right-padded :class:`SampledBatch` (values zero: the policy
     computes them)."""
     width = max(max((len(a["tokens"]) for a in answers), default=1), 1)
     batch = len(answers)
@@ -97,7 +98,7 @@ def to_generation(answers: list[dict[str, Any]], query_ids: torch.Tensor, query_
         mask[row, :n] = 1
         logprobs[row, :n] = torch.tensor(answer["logprobs"], dtype=torch.float32)
     device = query_ids.device
-    return Generation(
+    return SampledBatch(
         query_ids=query_ids, query_mask=query_mask, response_ids=ids.to(device),
         response_mask=mask.to(device), logprobs=logprobs.to(device),
         values=torch.zeros((batch, width), device=device),
@@ -274,17 +275,17 @@ class VLLMEngine:
 
     def sample(self, query_ids: torch.Tensor, query_mask: torch.Tensor, settings: SamplingSettings,
                stop_ids: list[int], pad_id: int, seeds: list[int], budgets: list[int],
-               stop_strings: list[str], adapter: str | None = None) -> Generation:
+               stop_strings: list[str], adapter: str | None = None) -> SampledBatch:
         """Sample one answer per left-padded prompt row, each with its seed and token budget
         (with LoRA: from ``adapter``)."""
         answers = self.answer(query_ids, query_mask, settings, stop_ids, seeds, budgets, stop_strings, adapter)
-        return to_generation(answers, query_ids, query_mask, pad_id)
+        return to_sampled_batch(answers, query_ids, query_mask, pad_id)
 
     def answer(self, query_ids: torch.Tensor, query_mask: torch.Tensor, settings: SamplingSettings,
                stop_ids: list[int], seeds: list[int], budgets: list[int], stop_strings: list[str],
                adapter: str | None = None, weights: dict[str, torch.Tensor] | None = None) -> list[dict[str, Any]]:
         """The engine's raw answers (tokens, log-probs, finish reason per row); ``sample``
-        turns them into a :class:`Generation`. ``weights``: the policy's whole tensors when
+        turns them into a :class:`SampledBatch`. ``weights``: the policy's whole tensors when
         the engine cannot read them from the model itself (a sharded agent)."""
         if self.process is None:
             self.start(weights)

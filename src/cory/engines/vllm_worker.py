@@ -41,7 +41,7 @@ def reload_in_worker(worker: Any, path: str, slots: list[dict]) -> None:
     model = worker.model_runner.get_model()
     head = getattr(model, "lm_head", None)
     if head is not None and next(model.parameters()).device.type == "cpu":
-        from vllm.model_executor.layers.utils import dispatch_cpu_unquantized_gemm
+        from vllm.model_executor.layers.utils import dispatch_cpu_unquantized_gemm  # optional: runs in .venv-vllm only
 
         dispatch_cpu_unquantized_gemm(head, remove_weight=False)
 
@@ -52,20 +52,20 @@ class Engine:
     def __init__(self, model: str, dtype: str, max_model_len: int, seed: int,
                  gpu_memory_utilization: float, enforce_eager: bool, weights: str | None,
                  slots: list[Slot], max_lora_rank: int = 0, max_loras: int = 1) -> None:
-        from vllm import LLM
+        from vllm import LLM  # optional: runs in .venv-vllm only
 
         lora = {"enable_lora": True, "max_lora_rank": max_lora_rank, "max_loras": max_loras} if max_lora_rank else {}
         self.llm = LLM(model=model, dtype=dtype, max_model_len=max_model_len, seed=seed,
                        gpu_memory_utilization=gpu_memory_utilization, enforce_eager=enforce_eager,
                        enable_prefix_caching=False, **lora)
         self.weights, self.slots = weights, slots
-        import vllm
+        import vllm  # optional: runs in .venv-vllm only
 
         self.version = vllm.__version__
 
     def sample(self, requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        from vllm import SamplingParams
-        from vllm.inputs import TokensPrompt
+        from vllm import SamplingParams  # optional: runs in .venv-vllm only
+        from vllm.inputs import TokensPrompt  # optional: runs in .venv-vllm only
 
         prompts = [TokensPrompt(prompt_token_ids=r["prompt"]) for r in requests]
         params = [SamplingParams(**r["params"]) for r in requests]
@@ -85,7 +85,7 @@ class Engine:
         """A LoRA request: the adapter's name, id and folder; ``reload`` when it changed."""
         if lora is None:
             return None
-        from vllm.lora.request import LoRARequest
+        from vllm.lora.request import LoRARequest  # optional: runs in .venv-vllm only
 
         return LoRARequest(lora["name"], lora["id"], lora["path"], load_inplace=lora["reload"])
 

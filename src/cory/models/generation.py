@@ -13,8 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from transformers import PreTrainedModel
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from cory.batches import SampledBatch
 from cory.errors import CoryError, NumericFault
 from cory.models.policy import ValueHead, token_logprobs
 
@@ -31,19 +32,6 @@ class SamplingSettings:
     repetition_penalty: float = 1.0
     greedy: bool = False
     penalise_padding: bool = False  # the prompt's left padding counts as seen by the penalty
-
-
-@dataclass
-class Generation:
-    """A sampled batch. ``response_mask`` covers the tokens up to and including EOS."""
-
-    query_ids: torch.Tensor
-    query_mask: torch.Tensor
-    response_ids: torch.Tensor
-    response_mask: torch.Tensor
-    logprobs: torch.Tensor
-    values: torch.Tensor
-    hit_length_limit: torch.Tensor  # [batch] bool: stopped by the budget, not by EOS
 
 
 def filter_logits(logits: torch.Tensor, settings: SamplingSettings) -> torch.Tensor:
@@ -84,7 +72,7 @@ class StopStrings:
     Only the last few tokens are decoded at each step: a stop string first appears there.
     """
 
-    def __init__(self, tokenizer, strings: list[str]) -> None:
+    def __init__(self, tokenizer: PreTrainedTokenizerBase, strings: list[str]) -> None:
         self.tokenizer = tokenizer
         self.strings = [s for s in strings if s]
         self.window = max((len(s) for s in self.strings), default=0) + 2
@@ -116,7 +104,7 @@ def sample(
     value_head: ValueHead | None = None,
     max_new_per_row: torch.Tensor | None = None,
     stop_strings: StopStrings | None = None,
-) -> Generation:
+) -> SampledBatch:
     """Sample continuations of a left-padded batch of prompts.
 
     ``max_new_per_row`` optionally gives each row its own token budget (a length sampler);
@@ -187,7 +175,7 @@ def sample(
         raise NumericFault("non-finite logits while sampling a response")
     response_mask = torch.stack(masks, dim=1).to(query_mask.dtype)
     zeros = torch.zeros_like(response_mask, dtype=torch.float32)
-    return Generation(
+    return SampledBatch(
         query_ids=query_ids,
         query_mask=query_mask,
         response_ids=torch.stack(tokens, dim=1),

@@ -78,8 +78,8 @@ def converted_folder(name: str) -> Path:
 
 
 def _convert(gguf_path: Path, out: Path) -> None:
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    import torch  # heavy: reading configs and suite tables needs no torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer  # heavy, as torch
 
     loaded = AutoModelForCausalLM.from_pretrained(
         gguf_path.parent, gguf_file=gguf_path.name, dtype=torch.float32

@@ -7,7 +7,7 @@ is that base with the adapters switched off, so it costs no extra memory.
 from __future__ import annotations
 
 import contextlib
-from typing import Callable, ContextManager
+from typing import Any, Callable, ContextManager, cast
 
 import torch
 from transformers import PreTrainedModel
@@ -42,5 +42,5 @@ def adapter_free_reference(peft_model: PreTrainedModel) -> Reference:
     """The shared base of a peft model, scored with every adapter disabled."""
     reference = Reference.__new__(Reference)
     reference.lm = peft_model
-    reference._context = peft_model.disable_adapter  # type: ignore[assignment]  # peft's method
+    reference._context = cast(Any, peft_model).disable_adapter  # a peft model's
     return reference

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from typing import Any, cast
+
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
@@ -19,6 +21,11 @@ from cory.models.specs import TINY_SPECS, check_spec, describe_specs
 from cory.models.tiny import bpe_tokenizer, build_tiny, char_tokenizer
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def moved(model: PreTrainedModel, where: torch.device | torch.dtype) -> PreTrainedModel:
+    """``model.to(where)`` (transformers' stubs type ``.to`` for some arguments only)."""
+    return cast(PreTrainedModel, cast(Any, model).to(where))
 
 
 def _folder_of(spec: str) -> str:
@@ -40,13 +47,15 @@ def load_model(
 ) -> LoadedModel:
     """Resolve ``spec`` to a model in eval mode (dropout off) and its tokenizer."""
     check_spec(spec)
+    tokenizer: PreTrainedTokenizerBase
     if spec in TINY_SPECS:
         model, tokenizer = build_tiny(spec, seed=seed)
-        model = model.to(DTYPES[dtype])  # type: ignore[arg-type]  # transformers types .to() narrowly
+        model = moved(model, DTYPES[dtype])
     else:
         source = _folder_of(spec)
         try:
-            tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=trust_remote_code)  # type: ignore[assignment]
+            tokenizer = cast(PreTrainedTokenizerBase,
+                             AutoTokenizer.from_pretrained(source, trust_remote_code=trust_remote_code))
             model = AutoModelForCausalLM.from_pretrained(
                 source, dtype=DTYPES[dtype], trust_remote_code=trust_remote_code
             )
@@ -65,11 +74,13 @@ def load_model(
 def load_tokenizer(spec: str, trust_remote_code: bool = False) -> PreTrainedTokenizerBase:
     """Only the tokenizer of ``spec`` (cheap: no weights are read)."""
     check_spec(spec)
+    tokenizer: PreTrainedTokenizerBase
     if spec in TINY_SPECS:
         tokenizer = char_tokenizer() if spec == "tiny-random" else bpe_tokenizer()
     else:
         try:
-            tokenizer = AutoTokenizer.from_pretrained(_folder_of(spec), trust_remote_code=trust_remote_code)  # type: ignore[assignment]
+            tokenizer = cast(PreTrainedTokenizerBase,
+                             AutoTokenizer.from_pretrained(_folder_of(spec), trust_remote_code=trust_remote_code))
         except OSError as error:
             raise CoryError(f"could not load the tokenizer of '{spec}': {error}") from None
     prepare_tokenizer(tokenizer)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
+from cory.config import RunConfig
 from cory.errors import ConfigError
 from cory.seeding import derive_seed
 
@@ -40,7 +41,7 @@ class Topology:
         return [[r for r, d in enumerate(depth) if d == level] for level in range(max(depth) + 1)]
 
 
-def topology_of(config) -> Topology:
+def topology_of(config: RunConfig) -> Topology:
     """The topology a run config describes (``random`` graphs default to the run seed)."""
     topo = config.topology
     seed = config.seed if topo.seed is None else topo.seed

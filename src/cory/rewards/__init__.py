@@ -9,6 +9,12 @@ import torch
 from cory.config import RewardConfig, RunConfig
 from cory.errors import ConfigError
 from cory.rewards.base import RewardError, RewardFunction, score_safely
+from cory.rewards.classifier import ClassifierReward
+from cory.rewards.exact_match import ExactMatchReward
+from cory.rewards.remote import RemoteReward, token_from
+from cory.rewards.reward_model import default_reward_model
+from cory.rewards.sentiment import ensure_sentiment_classifier
+from cory.rewards.simple import PythonReward, TargetFraction, VaderReward
 
 __all__ = ["RewardError", "RewardFunction", "build_reward", "score_safely"]
 
@@ -20,43 +26,27 @@ def build_reward(reward: RewardConfig, default: str, task: str = "imdb", toy_tar
     default reward model; ``toy_target`` is the toy task's rewarded token."""
     name = reward.name or default
     if name == "target_fraction":
-        from cory.rewards.simple import TargetFraction
-
         return TargetFraction(toy_target)
     if name == "vader":
-        from cory.rewards.simple import VaderReward
-
         return VaderReward()
     if name == "python":
-        from cory.rewards.simple import PythonReward
-
         return PythonReward(reward.function or "")
     if name in ("sentiment", "hf_classifier", "reward_model"):
-        from cory.rewards.classifier import ClassifierReward
-
         source = reward.model
         if source is None and name == "sentiment":
-            from cory.rewards.sentiment import ensure_sentiment_classifier
-
             source = str(ensure_sentiment_classifier(log))
         if source is None and name == "reward_model":
-            from cory.rewards.reward_model import default_reward_model
-
             source = str(default_reward_model(task))
         if source is None:
             raise ConfigError(f"reward.model: reward '{name}' needs a classifier folder or hub id")
         return ClassifierReward(source, reward.label, reward.batch_size, device,
                                 trust_remote_code=trust_remote_code)
     if name == "remote":
-        from cory.rewards.remote import RemoteReward, token_from
-
         remote = RemoteReward(reward.urls or [reward.url or ""], reward.timeout, reward.retry_window,
                               token_from(reward.token_env), retries=reward.retries)
         remote.check_reachable()
         return remote
     if name == "exact_match":
-        from cory.rewards.exact_match import ExactMatchReward
-
         return ExactMatchReward(format_weight=reward.format_weight)
     raise ValueError(f"unknown reward {name!r}")
 

@@ -12,7 +12,7 @@ import uuid
 from pathlib import Path
 
 import torch
-from transformers import AutoModelForSequenceClassification, AutoTokenizer, PreTrainedModel
+from transformers import AutoModelForSequenceClassification, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from cory.errors import ConfigError, CoryError
 from cory.paths import package_folder
@@ -29,7 +29,8 @@ def minilm_folder() -> Path:
     return root / "model"
 
 
-def optimiser_step(model: torch.nn.Module, loss: torch.Tensor, optimizer, schedule) -> None:
+def optimiser_step(model: torch.nn.Module, loss: torch.Tensor, optimizer: torch.optim.Optimizer,
+                   schedule: torch.optim.lr_scheduler.LRScheduler) -> None:
     """Backward, clip the gradient norm at 1, step the optimiser and its schedule."""
     loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -38,7 +39,7 @@ def optimiser_step(model: torch.nn.Module, loss: torch.Tensor, optimizer, schedu
     optimizer.zero_grad(set_to_none=True)
 
 
-def save_classifier(model: PreTrainedModel, tokenizer, report: dict, out_dir: Path) -> None:
+def save_classifier(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, report: dict, out_dir: Path) -> None:
     """Save a trained classifier and its report so that ``out_dir`` is complete or absent."""
     out_dir = Path(out_dir)
     out_dir.parent.mkdir(parents=True, exist_ok=True)

@@ -21,6 +21,7 @@ A password in the URL (``user:pass@host``) never reaches a message, a log or a t
 
 from __future__ import annotations
 
+import base64
 import json
 import math
 import os
@@ -75,8 +76,6 @@ def _opener(url: str) -> tuple[str, dict[str, str]]:
     parts = urllib.parse.urlsplit(url)
     if parts.username is None:
         return url, {}
-    import base64
-
     host = parts.hostname or ""
     bare = urllib.parse.urlunsplit(parts._replace(netloc=host + (f":{parts.port}" if parts.port else "")))
     secret = f"{urllib.parse.unquote(parts.username)}:{urllib.parse.unquote(parts.password or '')}"

@@ -12,13 +12,15 @@ from __future__ import annotations
 import random
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable, cast
 
 import torch
 import torch.nn.functional as F
-from transformers import AutoModelForSequenceClassification, AutoTokenizer
+from transformers import (AutoModelForSequenceClassification, AutoTokenizer, BertConfig, BertForSequenceClassification,
+                          PreTrainedModel)
 
 from cory.errors import CoryError
+from cory.models.tiny import char_tokenizer
 from cory.paths import cache_dir
 from cory.rewards.classifier import REPORT_FILE, minilm_folder, optimiser_step, save_classifier
 
@@ -44,25 +46,21 @@ def default_reward_model(task: str) -> Path:
     return folder
 
 
-def _backbone(spec: str | None, seed: int):
+def _backbone(spec: str | None, seed: int) -> tuple[PreTrainedModel, Any]:
     """(model with one output, tokenizer) for a backbone spec."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         if spec == "tiny-random":
-            from transformers import BertConfig, BertForSequenceClassification
-
-            from cory.models.tiny import char_tokenizer
-
             tokenizer = char_tokenizer()
             tokenizer.padding_side = "right"
-            config = BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2,
+            config = cast(Any, BertConfig)(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2,
                                 num_attention_heads=2, intermediate_size=64, max_position_embeddings=512,
-                                pad_token_id=tokenizer.pad_token_id, num_labels=1)  # type: ignore[call-arg]
+                                pad_token_id=tokenizer.pad_token_id, num_labels=1)
             tokenizer.truncation_side = "left"  # a long dialogue keeps its end: the answers differ there
             return BertForSequenceClassification(config), tokenizer
         source = str(minilm_folder()) if spec is None else spec
         try:
-            tokenizer = AutoTokenizer.from_pretrained(source)  # type: ignore[assignment]  # a fast tokenizer
+            tokenizer = cast(Any, AutoTokenizer.from_pretrained(source))  # a fast tokenizer
             model = AutoModelForSequenceClassification.from_pretrained(source, num_labels=1)
         except OSError as error:
             raise CoryError(f"could not load reward-model backbone '{source}': {error}") from None
@@ -73,12 +71,12 @@ def _backbone(spec: str | None, seed: int):
     return model, tokenizer
 
 
-def _scores(model, tokenizer, texts: list[str], max_length: int) -> torch.Tensor:
+def _scores(model: torch.nn.Module, tokenizer: Any, texts: list[str], max_length: int) -> torch.Tensor:
     encoded = tokenizer(texts, padding=True, truncation=True, max_length=max_length, return_tensors="pt")
     return model(**encoded).logits[:, 0]
 
 
-def pairwise_accuracy(model, tokenizer, pairs: list[Pair], max_length: int, batch_size: int = 32) -> float:
+def pairwise_accuracy(model: torch.nn.Module, tokenizer: Any, pairs: list[Pair], max_length: int, batch_size: int = 32) -> float:
     """Share of pairs where the chosen answer scores higher than the rejected one."""
     model.eval()
     wins = 0

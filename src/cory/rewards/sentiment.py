@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Callable
 
 import torch
-from transformers import AutoModelForSequenceClassification, AutoTokenizer
+from transformers import AutoModelForSequenceClassification, AutoTokenizer, PreTrainedTokenizerBase
 
 from cory.paths import cache_dir
 from cory.rewards.classifier import (MINILM_REQUIREMENT, REPORT_FILE, minilm_folder, optimiser_step,
@@ -42,7 +42,7 @@ def length_bucketed(rows: list, batch_size: int, lengths: list[int], rng: random
     return batches
 
 
-def accuracy(model: torch.nn.Module, tokenizer, rows: list[tuple[str, int]], max_length: int) -> float:
+def accuracy(model: torch.nn.Module, tokenizer: PreTrainedTokenizerBase, rows: list[tuple[str, int]], max_length: int) -> float:
     model.eval()
     correct = 0
     with torch.inference_mode():
@@ -55,7 +55,7 @@ def accuracy(model: torch.nn.Module, tokenizer, rows: list[tuple[str, int]], max
     return correct / max(1, len(rows))
 
 
-def _fine_tune(model: torch.nn.Module, tokenizer, train: list[tuple[str, int]], epochs: int, learning_rate: float,
+def _fine_tune(model: torch.nn.Module, tokenizer: PreTrainedTokenizerBase, train: list[tuple[str, int]], epochs: int, learning_rate: float,
                batch_size: int, max_length: int, rng: random.Random, log: Callable[[str], None]) -> None:
     """AdamW with linear warm-up and decay over ``epochs`` of length-bucketed batches."""
     lengths = [len(ids) for ids in tokenizer([t for t, _ in train], truncation=True,

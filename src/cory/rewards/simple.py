@@ -30,7 +30,7 @@ class VaderReward:
 
     def __init__(self) -> None:
         try:
-            from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
+            from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer  # only for reward: vader
         except ImportError:
             raise MissingPackageError("The VADER lexicon (vaderSentiment)",
                                       "pip install vaderSentiment==3.3.2") from None

@@ -12,6 +12,8 @@ unless told otherwise; for HTTPS put it behind a reverse proxy (docs/serving.md)
 import asyncio
 import hmac
 import math
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -75,18 +77,16 @@ class Batcher:
             future.set_exception(error)
 
 
-def create_app(reward: RewardFunction, limits: Limits, description: str = "", token: str | None = None):
+def create_app(reward: RewardFunction, limits: Limits, description: str = "", token: str | None = None) -> Any:
     """The FastAPI application serving ``reward``; with ``token``, ``/get_reward`` wants
     ``Authorization: Bearer <token>``."""
-    from contextlib import asynccontextmanager
-
-    from fastapi import FastAPI, HTTPException, Request
-    from fastapi.responses import JSONResponse
+    from fastapi import FastAPI, HTTPException, Request  # optional: the [serve] extra
+    from fastapi.responses import JSONResponse  # optional: the [serve] extra
 
     batcher = Batcher(reward, limits)
 
     @asynccontextmanager
-    async def lifespan(_: FastAPI):
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         task = asyncio.create_task(batcher.run())
         yield
         task.cancel()
@@ -128,7 +128,7 @@ def authorised(header: str, token: str) -> bool:
 
 def parse_request(body: Any, limits: Limits) -> tuple[list[Prompt], list[str]]:
     """Prompts and responses from OpenRLHF's format; HTTP errors name what is wrong."""
-    from fastapi import HTTPException
+    from fastapi import HTTPException  # optional: the [serve] extra
 
     if not isinstance(body, dict) or not isinstance(body.get("query"), list):
         raise HTTPException(422, "expected {\"query\": [prompt + response, ...], \"prompts\": [...], "
@@ -151,6 +151,6 @@ def parse_request(body: Any, limits: Limits) -> tuple[list[Prompt], list[str]]:
 def serve(reward: RewardFunction, host: str, port: int, limits: Limits, description: str = "",
           token: str | None = None) -> None:
     """Run the server until interrupted."""
-    import uvicorn
+    import uvicorn  # optional: the [serve] extra
 
     uvicorn.run(create_app(reward, limits, description, token), host=host, port=port, log_level="warning")

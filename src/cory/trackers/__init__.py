@@ -19,6 +19,10 @@ from pathlib import Path
 from typing import Any, Callable, Protocol
 
 from cory.errors import ConfigError
+from cory.trackers.mlflow_run import MlflowRun
+from cory.trackers.tensorboard_run import TensorBoardRun
+from cory.trackers.trackio_run import TrackioRun
+from cory.trackers.wandb_run import WandbRun
 
 STATE_FILE = "trackers.json"
 EXTRAS = {"wandb": "wandb", "mlflow": "mlflow", "trackio": "trackio", "tensorboard": "tensorboard"}
@@ -167,17 +171,9 @@ class TrackerSet:
 def _open(name: str, run_dir: Path, config: dict[str, Any], run_name: str, project: str,
           tags: list[str], state: dict[str, Any], timeout: float) -> Tracker:
     if name == "tensorboard":
-        from cory.trackers.tensorboard_run import TensorBoardRun
-
         return TensorBoardRun(run_dir, config, state)
     if name == "wandb":
-        from cory.trackers.wandb_run import WandbRun
-
         return WandbRun(run_dir, config, run_name, project, tags, state, timeout)
     if name == "mlflow":
-        from cory.trackers.mlflow_run import MlflowRun
-
         return MlflowRun(config, run_name, project, tags, state, timeout)
-    from cory.trackers.trackio_run import TrackioRun
-
     return TrackioRun(config, run_name, project, tags, state)

@@ -57,9 +57,9 @@ def tag_pairs(tags: list[str]) -> dict[str, str]:
 class MlflowRun:
     def __init__(self, config: dict[str, Any], run_name: str, project: str, tags: list[str],
                  state: dict[str, Any], timeout: float = 30.0) -> None:
-        import mlflow
-        from mlflow.entities import Param, RunTag
-        from mlflow.tracking import MlflowClient
+        import mlflow  # optional: the [mlflow] extra
+        from mlflow.entities import Param, RunTag  # optional: the [mlflow] extra
+        from mlflow.tracking import MlflowClient  # optional: the [mlflow] extra
 
         os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", str(max(1, round(timeout))))
         os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "1")
@@ -86,7 +86,7 @@ class MlflowRun:
         return True
 
     def log_metrics(self, step: int, row: dict[str, float]) -> None:
-        from mlflow.entities import Metric
+        from mlflow.entities import Metric  # optional: the [mlflow] extra
 
         now = int(time.time() * 1000)
         metrics = [Metric(metric_name(k), v, now, step) for k, v in row.items()]

@@ -25,8 +25,8 @@ def flat_hparams(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 class TensorBoardRun:
     def __init__(self, run_dir: Path, config: dict[str, Any], state: dict[str, Any]) -> None:
-        from torch.utils.tensorboard import SummaryWriter
-        from torch.utils.tensorboard.summary import hparams
+        from torch.utils.tensorboard import SummaryWriter  # heavy: only when TensorBoard logs
+        from torch.utils.tensorboard.summary import hparams  # heavy: only when TensorBoard logs
 
         last = state.get("last_step")
         # purge_step drops events a crashed run wrote after its last checkpoint

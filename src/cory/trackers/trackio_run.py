@@ -13,7 +13,7 @@ from cory.trackers.wandb_run import SAMPLE_COLUMNS
 class TrackioRun:
     def __init__(self, config: dict[str, Any], run_name: str, project: str, tags: list[str],
                  state: dict[str, Any]) -> None:
-        import trackio
+        import trackio  # optional: the [trackio] extra
 
         self.trackio, self.project = trackio, project
         resume = "allow" if state.get("name") else "never"
@@ -22,7 +22,7 @@ class TrackioRun:
                                 embed=False, auto_log_gpu=False, auto_log_cpu=False)
 
     def held_step(self) -> int | None:
-        from trackio.sqlite_storage import SQLiteStorage
+        from trackio.sqlite_storage import SQLiteStorage  # optional: the [trackio] extra
 
         # a step counts once its metrics row is stored: the sample table of a step is logged
         # before its metrics and may have reached the database alone

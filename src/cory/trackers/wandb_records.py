@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import struct
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator, cast
 
 BLOCK = 32768
 HEADER = 7
@@ -36,11 +36,11 @@ def records(path: Path) -> Iterator[bytes]:
 
 def history(path: Path) -> list[dict[str, str]]:
     """The history rows of an offline run file, each as ``{key: JSON text}``."""
-    from wandb.proto import wandb_internal_pb2
+    from wandb.proto import wandb_internal_pb2  # optional: the [wandb] extra
 
     rows = []
     for raw in records(path):
-        record = wandb_internal_pb2.Record()  # type: ignore[attr-defined]  # generated protobuf
+        record = cast(Any, wandb_internal_pb2).Record()  # generated protobuf
         try:
             record.ParseFromString(raw)
         except Exception:  # a record cut short by a kill

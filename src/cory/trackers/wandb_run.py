@@ -17,7 +17,7 @@ SAMPLE_COLUMNS = ("step", "phase", "role", "agent", "query", "prompt", "response
 class WandbRun:
     def __init__(self, run_dir: Path, config: dict[str, Any], run_name: str, project: str,
                  tags: list[str], state: dict[str, Any], timeout: float = 30.0) -> None:
-        import wandb
+        import wandb  # optional: the [wandb] extra
 
         self.wandb = wandb
         self.dir = Path(run_dir) / "wandb"

@@ -1,4 +1,14 @@
-"""One agent's rollout of one iteration: token ids, masks and per-token statistics."""
+"""The batch types one iteration passes along, each built from the one before:
+
+    TokenBatch     token ids and masks: queries left-padded, responses right-padded
+    SampledBatch   + what the sampler (ours or vLLM's) recorded per token   <- sampling
+    Rollout        + the policy's and the reference's per-token log-probs   <- SampledBatch, scored
+    MiniBatch      rows of a Rollout + their advantages and returns, padding trimmed
+    Reply          (cory.types) a Rollout as text and numbers, what an agent sends back
+    Episode        (cory.multi.episode) every role's prompts and Replies for one batch of queries
+
+Per-token tensors are ``[B, R]`` (R: response length).
+"""
 
 from __future__ import annotations
 
@@ -8,21 +18,45 @@ import torch
 
 
 @dataclass
-class Rollout:
-    """Queries are left-padded, responses right-padded; per-token tensors are ``[B, R]``."""
+class TokenBatch:
+    """Queries are left-padded, responses right-padded; ``response_mask`` covers the tokens up
+    to and including EOS."""
 
     query_ids: torch.Tensor
     query_mask: torch.Tensor
     response_ids: torch.Tensor
     response_mask: torch.Tensor
+
+    @property
+    def size(self) -> int:
+        return self.query_ids.shape[0]
+
+
+@dataclass
+class SampledBatch(TokenBatch):
+    """A sampled batch, with the log-prob and value the sampler recorded at each token
+    (values are zero when nothing computed them, as on vLLM)."""
+
+    logprobs: torch.Tensor
+    values: torch.Tensor
+    hit_length_limit: torch.Tensor  # [B] bool: stopped by the budget, not by EOS
+
+
+@dataclass
+class Rollout(TokenBatch):
+    """One agent's rollout of one iteration: a sampled batch with the policy's log-probs and
+    values and the reference's log-probs, each masked to the response."""
+
     logprobs: torch.Tensor
     values: torch.Tensor
     ref_logprobs: torch.Tensor
     kl_tokens: torch.Tensor  # the configured KL estimator at each token (for the penalty)
 
-    @property
-    def size(self) -> int:
-        return self.query_ids.shape[0]
+    @classmethod
+    def of(cls, sampled: TokenBatch, logprobs: torch.Tensor, values: torch.Tensor, ref_logprobs: torch.Tensor,
+           kl_tokens: torch.Tensor) -> Rollout:
+        return cls(sampled.query_ids, sampled.query_mask, sampled.response_ids, sampled.response_mask,
+                   logprobs, values, ref_logprobs, kl_tokens)
 
     def kl_sum(self) -> torch.Tensor:
         """``sum_t (log p - log p_ref)`` per sequence: the KL the paper reports."""
@@ -44,13 +78,9 @@ def trim_padding(query_ids: torch.Tensor, query_mask: torch.Tensor, response_mas
 
 
 @dataclass
-class MiniBatch:
+class MiniBatch(TokenBatch):
     """Rows of a rollout plus their advantages and returns, with padding trimmed."""
 
-    query_ids: torch.Tensor
-    query_mask: torch.Tensor
-    response_ids: torch.Tensor
-    response_mask: torch.Tensor
     old_logprobs: torch.Tensor
     old_values: torch.Tensor
     advantages: torch.Tensor
@@ -58,7 +88,7 @@ class MiniBatch:
 
     @classmethod
     def take(cls, rollout: Rollout, rows: torch.Tensor, advantages: torch.Tensor,
-             returns: torch.Tensor, trim: bool = True) -> "MiniBatch":
+             returns: torch.Tensor, trim: bool = True) -> MiniBatch:
         batch = cls(rollout.query_ids[rows], rollout.query_mask[rows], rollout.response_ids[rows],
                     rollout.response_mask[rows], rollout.logprobs[rows], rollout.values[rows],
                     advantages[rows], returns[rows])
