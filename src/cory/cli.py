@@ -1,4 +1,4 @@
-"""``cory train | eval | prepare | experiment | plot | train-rm``."""
+"""``cory train | eval | prepare | experiment | plot | probe | train-rm | serve-reward``."""
 
 from __future__ import annotations
 
@@ -84,6 +84,18 @@ def _plot(args: argparse.Namespace) -> None:
         print(f"results: {write_results(Path(args.folder))}")
 
 
+def _probe(args: argparse.Namespace) -> None:
+    from cory.probe import probe, probe_table, write_probe  # torch
+
+    config = load_config(args.config, args.overrides)
+    rows = probe(config)
+    title = f"{config.agent_models()[0]} on {config.task.name}"
+    print(probe_table(rows, title))
+    if args.out:
+        write_probe(rows, title, Path(args.out))
+        print(f"written: {Path(args.out).with_suffix('.md')} and .json")
+
+
 def _train_rm(args: argparse.Namespace) -> None:
     from cory.rewards.reward_model import reward_model_folder, train_reward_model  # torch
     from cory.tasks.hh import load_pairs  # transformers
@@ -152,6 +164,13 @@ def build_parser() -> argparse.ArgumentParser:
                       help="also copy the tables, plots and each run's metrics, config and summary there "
                            "(small enough to commit; no weights)")
     plot.set_defaults(run=_plot)
+    probe_command = commands.add_parser(
+        "probe", help="does the model use an answer it is shown? (no training; CORY's precondition)")
+    probe_command.add_argument("config", help="YAML config file (its model, task, reward and eval settings)")
+    probe_command.add_argument("overrides", nargs="*", help="dotted overrides, e.g. model=gemma3-270m")
+    probe_command.add_argument("--out", default=None, metavar="PATH",
+                               help="also write PATH.md (the table) and PATH.json (the numbers)")
+    probe_command.set_defaults(run=_probe)
     train_rm = commands.add_parser("train-rm", help="train a Bradley-Terry reward model on preference pairs")
     train_rm.add_argument("--data", default=None, help="JSONL(.gz) of {chosen, rejected} or a datasets id "
                                                       "(default Anthropic/hh-rlhf)")

@@ -11,10 +11,12 @@ from dataclasses import dataclass, field
 
 @dataclass(frozen=True)
 class Prompt:
-    """A query, and the gold final answer where the task has one."""
+    """A query, the gold final answer where the task has one, and a worked reference
+    solution where the task has that too."""
 
     query: str
     answer: str | None = None
+    solution: str | None = None
 
 
 @dataclass(frozen=True)

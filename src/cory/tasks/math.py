@@ -40,9 +40,9 @@ def format_prompts(problems: list[Problem], shots: list[Problem], chat: bool) ->
     """Prompts for ``problems``; ``shots`` are solved examples put in front of each."""
     if chat:
         prefix = "".join(f"{s.question}\n{s.solution}\n\n" for s in shots)
-        return [Prompt(f"{prefix}{p.question}\n{INSTRUCTION}", p.answer) for p in problems]
+        return [Prompt(f"{prefix}{p.question}\n{INSTRUCTION}", p.answer, p.solution) for p in problems]
     prefix = "".join(f"Question: {s.question}\nAnswer: {s.solution}\n\n" for s in shots)
-    return [Prompt(f"{prefix}Question: {p.question}\nAnswer:", p.answer) for p in problems]
+    return [Prompt(f"{prefix}Question: {p.question}\nAnswer:", p.answer, p.solution) for p in problems]
 
 
 def math_task(name: str, config: TaskConfig, train: list[Problem], test: list[Problem],
