@@ -7,6 +7,7 @@ import pytest
 
 import cory
 from cory.errors import ConfigError
+from cory.rewards.base import RewardError
 
 SETTINGS = {"model": "tiny-random", "steps": 2, "seed": 0, "device": "cpu", "threads": 1, "eval_every": 1,
             "task": {"name": "toy", "n_test": 4}, "generation": {"max_new_tokens": 4},
@@ -23,7 +24,8 @@ def test_train_takes_a_callable_and_a_list_and_runs_twice_in_one_process(tmp_pat
     first = cory.train({**SETTINGS, "output_dir": str(tmp_path / "one")}, reward_fn=count_a, prompts=PROMPTS)
     second = cory.train({**SETTINGS, "output_dir": str(tmp_path / "two")}, reward_fn=count_a, prompts=PROMPTS)
     assert isinstance(first, cory.TrainResult) and first.output_dir == tmp_path / "one"
-    assert (first.output_dir / "final" / "agent0" / "config.json").exists()
+    assert first.final_models == [tmp_path / "one" / "final" / "agent0"]
+    assert (first.final_models[0] / "config.json").exists()
     assert [r["step"] for r in first.rows] == [0, 1, 2]
     # same seed, same data: the second run in this process is the first one again
     stable = lambda metrics: {k: v for k, v in metrics.items() if not k.startswith("time/")}
@@ -60,3 +62,9 @@ def test_bad_prompts_and_a_missing_reward_name_the_argument(tmp_path):
         cory.train(config, reward_fn=3, prompts=PROMPTS)
     with pytest.raises(ConfigError, match=r"reward_fn: your own prompts need a reward"):
         cory.train(config, prompts=PROMPTS)
+
+
+def test_a_reward_that_returns_text_is_refused_with_the_rows_index(tmp_path):
+    config = {**SETTINGS, "output_dir": str(tmp_path / "run")}
+    with pytest.raises(RewardError, match=r"returned '1.5' \(str\) for response 0; return numbers, not text"):
+        cory.train(config, reward_fn=lambda prompts, responses: ["1.5"] * len(responses), prompts=PROMPTS)

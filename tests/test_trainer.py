@@ -69,9 +69,10 @@ def test_cli_train_end_to_end(tmp_path, capsys):
 
 def test_progress_shows_training_rows_and_the_final_evaluation_row_without_nan():
     status, label, done = progress_status(4, {"step": 4, "task_reward": 0.5, "kl": 1.25, "eval/task_reward": 0.25})
-    assert (status, label, done) == ("reward +0.500  kl 1.250  eval +0.250", "step 5", 5)
+    # the console names a row by its step, as metrics.jsonl, events and errors do (from 0)
+    assert (status, label, done) == ("reward +0.500  kl 1.250  eval +0.250", "step 4", 5)
     status, label, done = progress_status(25, {"step": 25, "eval/task_reward": 0.9})
-    assert (status, label, done) == ("eval +0.900", "final evaluation after step 25", 25)
+    assert (status, label, done) == ("eval +0.900", "final evaluation (step 25, after 25 iterations)", 25)
     # a faulted iteration is a step whose update was skipped, never "the final evaluation"
     status, label, done = progress_status(3, {"step": 3, "fault": 1.0, "fault_reason": "non-finite reward"})
-    assert (status, label, done) == ("fault: non-finite reward (update skipped)", "step 4", 4)
+    assert (status, label, done) == ("fault: non-finite reward (update skipped)", "step 3", 4)

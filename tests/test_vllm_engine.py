@@ -225,6 +225,7 @@ def test_cory_lora_agents_are_adapters_of_one_engine_reloaded_after_each_update(
     assert [row["step"] for row in rows] == [0, 1, 2]
     for row in rows:  # the engine samples from each adapter as the agent trained it
         assert row["agent0/sampler_logprob_gap"] < 1e-4 and row["agent1/sampler_logprob_gap"] < 1e-4
+        assert row["sampler_logprob_gap"] == max(row["agent0/sampler_logprob_gap"], row["agent1/sampler_logprob_gap"])
     assert rows[-1]["kl"] > 0.01  # the adapters did move the policy (B starts at zero)
 
 

@@ -34,11 +34,14 @@ GENERIC_OBSERVER_TEMPLATE = "{query}\nAn earlier answer:\n{answers}\nYour answer
 
 @dataclass
 class TrainResult:
-    """What a finished run left: its final evaluation, every metrics row and its folder."""
+    """What a finished run left: its final evaluation, every metrics row, its folder, and
+    each agent's final model (a ``save_pretrained`` folder with ``value_head.safetensors``,
+    loadable as a model spec: ``model=<path>``)."""
 
     metrics: dict[str, Any]
     rows: list[dict[str, Any]]
     output_dir: Path
+    final_models: list[Path]
 
 
 def as_prompts(items: Iterable[Any], name: str = "prompts") -> list[Prompt]:
@@ -114,4 +117,6 @@ def train(config: RunConfig | str | Path | Mapping[str, Any], *, reward_fn: Call
         final = trainer.train()
     finally:
         trainer.close()
-    return TrainResult(final, list(trainer.rows), Path(run_config.output_dir))
+    output_dir = Path(run_config.output_dir)
+    models = [output_dir / "final" / f"agent{index}" for index in range(run_config.n_agents)]
+    return TrainResult(final, list(trainer.rows), output_dir, models)

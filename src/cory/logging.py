@@ -52,18 +52,21 @@ def write_jsonl_atomic(path: Path, rows: list[dict[str, Any]]) -> None:
 
 
 def progress_status(step: int, row: dict[str, Any]) -> tuple[str, str, int]:
-    """(status text, line label, iterations completed) for a metrics row; the row after the
-    last iteration holds only the final evaluation."""
+    """(status text, line label, iterations completed) for a metrics row. Iterations are
+    numbered from 0 wherever a user reads them (console, metrics, events, errors), so the
+    label names the row's own ``step``; the row after the last iteration holds only the
+    final evaluation."""
     if row.get("fault"):
-        return f"fault: {row.get('fault_reason', '')} (update skipped)", f"step {step + 1}", step + 1
+        return f"fault: {row.get('fault_reason', '')} (update skipped)", f"step {step}", step + 1
     parts = []
     if "task_reward" in row:
         parts.append(f"reward {row['task_reward']:+.3f}  kl {row.get('kl', float('nan')):.3f}")
     if "eval/task_reward" in row:
         parts.append(f"eval {row['eval/task_reward']:+.3f}")
     if "task_reward" in row:
-        return "  ".join(parts), f"step {step + 1}", step + 1
-    return "  ".join(parts), f"final evaluation after step {step}", step
+        return "  ".join(parts), f"step {step}", step + 1
+    return "  ".join(parts), f"final evaluation (step {step}, after {step} iterations)", step
+
 
 class RunLogger:
     """Writes every log of one run directory."""

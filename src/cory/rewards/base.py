@@ -35,7 +35,19 @@ def score_safely(reward: RewardFunction, prompts: list[Prompt], responses: list[
     if len(scores) != len(responses):
         raise RewardError(f"the reward function returned {len(scores)} scores for "
                           f"{len(responses)} responses")
+    for index, score in enumerate(scores):
+        if not _is_number(score):
+            raise RewardError(f"the reward function returned {score!r} ({type(score).__name__}) for "
+                              f"response {index}; return numbers, not text")
+    return [float(s) for s in scores]
+
+
+def _is_number(value: object) -> bool:
+    """Whether ``float(value)`` reads a number the function meant (a string like "1.5" is text)."""
+    if isinstance(value, (str, bytes)):
+        return False
     try:
-        return [float(s) for s in scores]
-    except (TypeError, ValueError) as error:
-        raise RewardError(f"the reward function returned a non-number: {error}") from None
+        float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return False
+    return True
