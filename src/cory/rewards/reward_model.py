@@ -16,13 +16,12 @@ from typing import Any, Callable, cast
 
 import torch
 import torch.nn.functional as F
-from transformers import (AutoModelForSequenceClassification, AutoTokenizer, BertConfig, BertForSequenceClassification,
-                          PreTrainedModel)
+from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification, PreTrainedModel
 
 from cory.errors import CoryError
 from cory.models.tiny import char_tokenizer
 from cory.paths import cache_dir
-from cory.rewards.classifier import REPORT_FILE, minilm_folder, optimiser_step, save_classifier
+from cory.rewards.classifier import REPORT_FILE, minilm_folder, optimiser_step, save_classifier, with_new_head
 
 Pair = tuple[str, str, str]  # (prompt, chosen answer, rejected answer)
 
@@ -46,7 +45,7 @@ def default_reward_model(task: str) -> Path:
     return folder
 
 
-def _backbone(spec: str | None, seed: int) -> tuple[PreTrainedModel, Any]:
+def _backbone(spec: str | None, seed: int, log: Callable[[str], None]) -> tuple[PreTrainedModel, Any]:
     """(model with one output, tokenizer) for a backbone spec."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
@@ -61,7 +60,7 @@ def _backbone(spec: str | None, seed: int) -> tuple[PreTrainedModel, Any]:
         source = str(minilm_folder()) if spec is None else spec
         try:
             tokenizer = cast(Any, AutoTokenizer.from_pretrained(source))  # a fast tokenizer
-            model = AutoModelForSequenceClassification.from_pretrained(source, num_labels=1)
+            model = with_new_head(source, spec or "all-MiniLM-L6-v2", log, num_labels=1)
         except OSError as error:
             raise CoryError(f"could not load reward-model backbone '{source}': {error}") from None
     if tokenizer.pad_token is None:
@@ -109,7 +108,7 @@ def train_reward_model(
     rng.shuffle(pairs)
     n_test = max(1, int(test_fraction * len(pairs)))
     test, train = pairs[:n_test], pairs[n_test:]
-    model, tokenizer = _backbone(backbone, seed)
+    model, tokenizer = _backbone(backbone, seed, log)
     optimizer = torch.optim.AdamW(model.parameters(), lr=learning_rate, weight_decay=0.01)
     total = epochs * ((len(train) + batch_size - 1) // batch_size)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: max(0.0, 1.0 - s / max(1, total)))

@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import Callable
 
 import torch
-from transformers import AutoModelForSequenceClassification, AutoTokenizer, PreTrainedTokenizerBase
+from transformers import AutoTokenizer, PreTrainedTokenizerBase
 
 from cory.paths import cache_dir
 from cory.rewards.classifier import (MINILM_REQUIREMENT, REPORT_FILE, minilm_folder, optimiser_step,
-                                    save_classifier)
+                                    save_classifier, with_new_head)
 from cory.sources import read_rated_snippets
 
 
@@ -106,9 +106,8 @@ def train_sentiment_classifier(
     # not from whatever the process drew before: the same classifier on every set-up.
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        model = AutoModelForSequenceClassification.from_pretrained(
-            backbone, num_labels=2, id2label={0: "NEGATIVE", 1: "POSITIVE"},
-            label2id={"NEGATIVE": 0, "POSITIVE": 1})
+        model = with_new_head(backbone, "all-MiniLM-L6-v2", log, num_labels=2,
+                              id2label={0: "NEGATIVE", 1: "POSITIVE"}, label2id={"NEGATIVE": 0, "POSITIVE": 1})
         started = time.perf_counter()
         _fine_tune(model, tokenizer, train, epochs, learning_rate, batch_size, max_length, rng, log)
     held_out = accuracy(model, tokenizer, test, max_length)
