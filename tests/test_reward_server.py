@@ -180,6 +180,8 @@ def test_an_outage_stops_the_run_before_the_iteration_and_a_resume_trains_it(mak
     stopped_at = len(rows)
     events = [json.loads(line) for line in (metrics.parent / "events.jsonl").read_text().splitlines()]
     assert [e["step"] for e in events if e["event"] == "reward_unavailable"] == [stopped_at]
+    waits = [e for e in events if e["event"] == "reward_wait"]  # the wait itself, as an event row
+    assert [(e["step"], e["outcome"]) for e in waits] == [(stopped_at, "gave up")] and waits[0]["attempts"] >= 2
     with reward_server(str(_toy_config(tmp_path))) as (_, new_url):  # back, maybe on another port
         trainer = run_trainer(_config(make_config, new_url, resume="auto"))
     trained = [r["step"] for r in trainer.rows if "task_reward" in r]
@@ -267,3 +269,97 @@ def _toy_config(tmp_path: Path) -> Path:
     path = tmp_path / "toy_reward.yaml"
     path.write_text("task: {name: toy, target: a}\n")
     return path
+
+
+@contextmanager
+def recording_server(delay_first: int = 0):
+    """A real HTTP reward server on 127.0.0.1 that scores every response 0.5 and records the
+    ``Authorization`` header of each request it gets. With ``delay_first`` it is not there for
+    the first that many seconds (it starts listening late)."""
+    headers: list[str | None] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 (the stdlib's name)
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            headers.append(self.headers.get("Authorization"))
+            payload = json.dumps({"rewards": [0.5] * len(body["query"])}).encode()
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(payload)
+
+        def do_GET(self):  # noqa: N802 (the /health probe)
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b'{"status": "ok"}')
+
+        def log_message(self, *_):
+            pass
+
+    port = free_port()
+    servers = []
+
+    def start():
+        time.sleep(delay_first)
+        servers.append(http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler))
+        servers[0].serve_forever()
+
+    thread = threading.Thread(target=start, daemon=True)
+    thread.start()
+    try:
+        yield f"127.0.0.1:{port}/get_reward", headers
+    finally:
+        while delay_first and not servers:
+            time.sleep(0.05)
+        if servers:
+            servers[0].shutdown()
+
+
+def test_a_password_in_the_reward_url_reaches_no_file_of_the_run(make_config, tmp_path, monkeypatch):
+    with recording_server() as (address, headers):
+        url = f"http://alice:S3cretPW@{address}"
+        config = _config(make_config, url, steps=2, save_every=1, keep_last=3, eval_every=1,
+                         log__tensorboard=True)
+        run_trainer(config)
+        assert headers and all(h == "Basic YWxpY2U6UzNjcmV0UFc=" for h in headers)  # alice:S3cretPW
+        run = Path(config.output_dir)
+        files = [path for path in run.rglob("*") if path.is_file()]
+        assert len(files) > 10 and any(p.name == "state.json" for p in files)
+        leaks = [path for path in files if b"S3cretPW" in path.read_bytes()]
+        assert not leaks, leaks
+        assert "alice:***@" in (run / "config.yaml").read_text()
+        # a resume takes the URL from its own config again: the same config resumes
+        longer = run_trainer(_config(make_config, url, steps=3, save_every=1, keep_last=3, eval_every=1,
+                                     log__tensorboard=True, resume="auto"))
+        assert [r["step"] for r in longer.rows if "task_reward" in r] == [0, 1, 2]
+        assert not [path for path in run.rglob("*") if path.is_file() and b"S3cretPW" in path.read_bytes()]
+    # a run folder's own config has no password to offer: the error says how to give it
+    from cory.saved_runs import evaluate_target
+
+    with pytest.raises(CoryError, match=r"stored without its password .* reward.url=http://user:PASSWORD@"):
+        evaluate_target(run)
+
+
+def test_basic_auth_in_the_url_reaches_the_server_and_a_token_beside_it_is_refused():
+    with recording_server() as (address, headers):
+        RemoteReward([f"http://bob:pw@{address}"])(PROMPTS, RESPONSES)
+        RemoteReward([f"http://{address}"], token="t0k")(PROMPTS, RESPONSES)
+        assert headers == ["Basic Ym9iOnB3", "Bearer t0k"]  # bob:pw
+        with pytest.raises(CoryError, match="reward.url carries a user:password and reward.token_env names a set "
+                                            "token: both go in the one Authorization header"):
+            RemoteReward([f"http://bob:pw@{address}"], token="t0k")
+
+
+def test_waiting_on_a_down_reward_server_is_said_at_once_and_when_it_is_back():
+    said: list[tuple[float, str]] = []
+    started = time.monotonic()
+    with recording_server(delay_first=2) as (address, _):
+        reward = RemoteReward([f"http://carol:pw@{address}"], retry_window=30, backoff=0.2,
+                              log=lambda text: said.append((time.monotonic() - started, text)))
+        assert reward(PROMPTS, RESPONSES) == [0.5] * 4
+    assert said[0][0] < 1.0  # the first line comes at once, not after the window
+    assert "does not answer" in said[0][1] and "retrying for up to" in said[0][1]
+    assert "carol:***@" in said[0][1] and all("pw@" not in text for _, text in said)
+    assert said[-1][1].startswith(f"reward server http://carol:***@{address} answers again after")
+    assert len(said) <= 3  # not a line per attempt
+    assert reward.outages == [{"url": f"http://carol:***@{address}", "seconds": pytest.approx(2, abs=1.5),
+                               "attempts": reward.outages[0]["attempts"], "outcome": "answered"}]

@@ -231,3 +231,24 @@ def test_unknown_or_missing_trackers_are_config_errors_naming_the_fix(monkeypatc
     monkeypatch.setattr(trackers.importlib.util, "find_spec", lambda name: None if name == "wandb" else real(name))
     with pytest.raises(ConfigError, match=r"'wandb' is not installed; pip install 'cory\[wandb\]'"):
         check_installed(["tensorboard", "wandb"])
+
+
+def test_a_tracker_server_that_accepts_and_never_answers_costs_one_timeout_and_keeps_no_password(tmp_path, monkeypatch):
+    from cory.trackers import TrackerSet
+
+    with socket.socket() as silent:  # accepts connections (the backlog) and never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(16)
+        for key in [k for k in os.environ if k.startswith("MLFLOW_")]:
+            monkeypatch.delenv(key)
+        monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://mary:Tr4ckPW@127.0.0.1:{silent.getsockname()[1]}")
+        failures: list[tuple[str, str]] = []
+        started = time.monotonic()
+        trackers = TrackerSet(["mlflow"], tmp_path, {"method": "ppo"}, "run", "project", [],
+                              on_failure=lambda name, error: failures.append((name, error)), timeout=2.0)
+        elapsed = time.monotonic() - started
+    assert 2.0 <= elapsed < 3.0  # one log.tracker_timeout, not one per request or retry
+    assert failures == [("mlflow", "TimeoutError: no answer within log.tracker_timeout (2 s)")]
+    assert not trackers.active and "mlflow: switched off" in trackers.summary()[0]
+    kept = (tmp_path / "trackers.json").read_text()  # the store's URI, without its password
+    assert "Tr4ckPW" not in kept and "mary:***@127.0.0.1" in kept

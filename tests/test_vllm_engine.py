@@ -47,6 +47,25 @@ def vllm_config(make_config, **extra):
 
 
 # ------------------------------------------------------------------ no engine needed
+def test_the_vllm_environment_is_found_beside_an_installed_cory_from_any_folder(tmp_path, monkeypatch):
+    """cory installed into app/.venv (not a checkout: its source sits in site-packages) and
+    run from another folder still finds app/.venv-vllm."""
+    import sys
+
+    from cory.engines import vllm_engine
+
+    engine = tmp_path / "app" / ".venv-vllm" / "bin" / "python"
+    engine.parent.mkdir(parents=True)
+    engine.write_text("")
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    monkeypatch.delenv("CORY_VLLM_PYTHON", raising=False)
+    monkeypatch.setattr(sys, "prefix", str(tmp_path / "app" / ".venv"))
+    monkeypatch.setattr(vllm_engine, "_SOURCE_ROOT", tmp_path / "app" / ".venv" / "lib" / "site-packages")
+    assert engine_python("auto") == str(engine)
+    assert vllm_engine.vllm_environments()[0] == tmp_path / "elsewhere" / ".venv-vllm"  # where it looked first
+
+
 def test_sampling_settings_become_vllm_parameters():
     settings = SamplingSettings(max_new_tokens=16, min_new_tokens=3, temperature=0.7, top_k=5, top_p=0.9,
                                 repetition_penalty=1.2)
@@ -94,6 +113,11 @@ def test_shared_weights_are_seen_by_a_reader_after_each_write():
 def test_what_vllm_cannot_do_is_refused_at_load(make_config, key, value):
     with pytest.raises(ConfigError, match=key.replace("__", ".")):
         vllm_config(make_config, **{key: value})
+
+
+def test_every_vllm_conflict_is_named_in_one_message(make_config):
+    with pytest.raises(ConfigError, match=r"generation.penalise_padding: not available .*; agents.dropout: not available"):
+        vllm_config(make_config, generation__penalise_padding=True, agents__dropout="trl")
 
 
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="this interpreter has vLLM")
@@ -165,7 +189,10 @@ def test_updated_weights_reach_the_engine_without_a_restart(engine_agent):
 
 
 def engine_files() -> set[Path]:
-    found = set(Path(tempfile.gettempdir()).glob("cory-vllm-*"))
+    """Our engine folders and weight files, and every socket file in the temporary folder
+    (vLLM's IPC sockets, which an engine must not leave behind)."""
+    temporary = Path(tempfile.gettempdir())
+    found = set(temporary.glob("cory-vllm-*")) | {p for p in temporary.iterdir() if p.is_socket()}
     return found | (set(Path("/dev/shm").glob("cory-vllm-*")) if os.path.isdir("/dev/shm") else set())
 
 
@@ -212,14 +239,16 @@ def _alive(pid: int) -> bool:
 
 
 @needs_vllm
-def test_cory_lora_agents_are_adapters_of_one_engine_reloaded_after_each_update(make_config, tmp_path):
+def test_cory_lora_agents_are_adapters_of_one_engine_reloaded_after_each_update(make_config, tmp_path, capfd):
     config = vllm_config(make_config, method="cory", steps=3, eval_every=3, agents__lora__enabled=True,
                          agents__lora__r=8, ppo__learning_rate=5e-2, output_dir=str(tmp_path / "run"))
     before = engine_files()
     trainer = run_trainer(config)
     first, second = trainer.agents.agents
     assert first.engine is second.engine and first.engine.lora_rank == 8
-    assert first.engine.process is None and engine_files() <= before  # stopped, its files removed
+    assert first.engine.process is None and engine_files() <= before  # stopped, its files and sockets removed
+    said = capfd.readouterr().err
+    assert "starting its vLLM engine" in said and "vLLM engine ready after" in said  # the wait is said
     assert "eval/task_reward" in trainer.final
     rows = [row for row in trainer.rows if "agent0/kl_coef" in row]
     assert [row["step"] for row in rows] == [0, 1, 2]

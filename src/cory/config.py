@@ -14,6 +14,7 @@ import yaml
 
 from cory.algorithms.registry import AlgorithmName
 from cory.configtree import option, to_dict
+from cory.redaction import redacted
 from cory.methods import METHODS
 from cory.trackers import installed_trackers
 
@@ -340,4 +341,5 @@ def n_agents_of(topology: TopologyConfig) -> int:
 
 
 def config_to_yaml(config: RunConfig) -> str:
-    return yaml.safe_dump(to_dict(config), sort_keys=False)
+    """The config as a run folder keeps it: URLs without their passwords."""
+    return yaml.safe_dump(redacted(to_dict(config)), sort_keys=False)

@@ -16,6 +16,7 @@ from cory.configtree import to_dict
 from cory.errors import ConfigError
 from cory.logging import EVENTS_FILE, METRICS_FILE, SAMPLES_FILE, write_jsonl_atomic
 from cory.provenance import ENVIRONMENT_FILE
+from cory.redaction import redacted
 from cory.trackers import STATE_FILE as TRACKER_STATE
 
 LOG_FILES = (METRICS_FILE, SAMPLES_FILE, EVENTS_FILE)
@@ -72,7 +73,7 @@ def find_checkpoint(run_dir: Path, resume: str | None) -> Checkpoint | None:
 
 def check_resumable(checkpoint: Checkpoint, config: RunConfig) -> None:
     """Refuse to resume under a config that differs outside ``allow_config_change``."""
-    differences = config_differences(checkpoint.state["config"], to_dict(config), config.allow_config_change)
+    differences = config_differences(checkpoint.state["config"], redacted(to_dict(config)), config.allow_config_change)
     if differences:
         raise ConfigError(
             "resume: the checkpoint was written by a different config; these keys differ:\n  "

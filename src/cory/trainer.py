@@ -33,8 +33,9 @@ from cory.multi.episode import (Episode, episode_samples, metric_prefixes, run_e
 from cory.multi.moe import gather_selected
 from cory.prompt_sampler import PromptSampler
 from cory.provenance import describe_environment, record_environment, resident_memory_gb
+from cory.redaction import redacted
 from cory.rewards.base import RewardFunction
-from cory.rewards.remote import RewardRefused, RewardUnavailable, redact
+from cory.rewards.remote import RewardRefused, RewardUnavailable
 from cory.rundir import check_resumable, export_final, log_texts, open_run_dir, restore_logs
 from cory.seeding import rng_state, seed_everything, set_rng_state, torch_rng_tensors
 from cory.tasks.base import Task
@@ -94,6 +95,12 @@ class Trainer:
         finally:
             self.log.close()
 
+    def _record_reward_waits(self, step: int) -> None:
+        """An event row for each wait on a reward server that did not answer (remote rewards)."""
+        waits = getattr(self.reward, "outages", None)
+        while waits:
+            self.log.event(step, "reward_wait", **waits.pop(0))
+
     def _open_logger(self, step: int) -> None:
         log = self.config.log
         logger = self.logger = RunLogger(self.run_dir, self.config.steps, step, log.progress)
@@ -104,7 +111,7 @@ class Trainer:
                            f"{self.run_dir / METRICS_FILE} keeps every row")
 
         trackers = logger.trackers = TrackerSet(
-            log.trackers(), self.run_dir, shareable_config(self.config),
+            log.trackers(), self.run_dir, redacted(to_dict(self.config)),
             log.run_name or "-".join(self.run_dir.parts[-2:]), log.project,
             [*log.tags, self.config.method], on_failure=report, timeout=log.tracker_timeout)
         trackers.catch_up(self.rows)  # after a resume: what a killed process did not deliver
@@ -122,6 +129,7 @@ class Trainer:
             except (RewardUnavailable, RewardRefused) as outage:
                 self._stop_for_reward(step, outage)
             row["memory/rss_gb"] = resident_memory_gb()
+            self._record_reward_waits(step)
             self._log_row(step, row)
             self._count_faults(step, row)
             if config.save_every and (step + 1) % config.save_every == 0 and step + 1 < config.steps:
@@ -140,6 +148,7 @@ class Trainer:
     def _stop_for_reward(self, step: int, outage: CoryError) -> None:
         """No reward for iteration ``step``: keep what was trained (a checkpoint after the
         finished iterations), say so, and stop; a resume runs iteration ``step`` again."""
+        self._record_reward_waits(step)
         self.log.event(step, "reward_unavailable", reason=str(outage))
         if step > 0:
             saved = f"a checkpoint after {step} finished iteration(s) is in {self.save(step)}"
@@ -274,7 +283,7 @@ class Trainer:
         def write(folder: Path) -> dict[str, Any]:
             agent_meta = on_every_agent(self.agents, Agent.write_state, folder)
             save_tensors(folder, "rng", torch_rng_tensors())
-            return {"step": step, "config": to_dict(self.config), "agents": agent_meta, "rng": rng_state(),
+            return {"step": step, "config": redacted(to_dict(self.config)), "agents": agent_meta, "rng": rng_state(),
                     "consecutive_faults": self.consecutive_faults}
 
         if self.logger is not None:
@@ -284,12 +293,3 @@ class Trainer:
 
     def close(self) -> None:
         self.agents.close()
-
-
-def shareable_config(config: RunConfig) -> dict[str, Any]:
-    """The resolved config as trackers get it: reward URLs without their passwords."""
-    tree = to_dict(config)
-    reward = tree["reward"]
-    reward["url"] = redact(reward["url"]) if reward.get("url") else reward.get("url")
-    reward["urls"] = [redact(url) for url in reward["urls"]] if reward.get("urls") else reward.get("urls")
-    return tree

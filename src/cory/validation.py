@@ -153,6 +153,7 @@ def _check_vllm_engine(config: RunConfig) -> None:
                                         "vLLM sees no left padding; set it to false"),
         "agents.dropout": (config.agents.dropout == "trl", "vLLM samples without dropout; set it to off"),
     }
-    for key, (applies, fix) in unsupported.items():
-        if applies:
-            raise ConfigError(f"{key}: not available with generation.engine: vllm ({fix})")
+    found = [f"{key}: not available with generation.engine: vllm ({fix})"
+             for key, (applies, fix) in unsupported.items() if applies]
+    if found:  # every conflict at once, not one per run
+        raise ConfigError("; ".join(found))

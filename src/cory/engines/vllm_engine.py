@@ -43,17 +43,29 @@ _INSTALL_HINT = ("install vLLM with `make vllm` (CPU: its own environment in .ve
                  "vllm` beside cory (GPU), or point generation.vllm.python at an interpreter that has it")
 
 
+def _say(text: str) -> None:
+    """A line on the console (stderr, as the run's progress), at once."""
+    print(text, file=sys.stderr, flush=True)
+
+
+def vllm_environments() -> list[Path]:
+    """Where ``generation.vllm.python: auto`` looks for a ``.venv-vllm``, in order: the working
+    folder, beside the cory source (a checkout), beside this interpreter's environment (the
+    checkout's ``.venv``, wherever cory is run from)."""
+    roots = [Path.cwd(), _SOURCE_ROOT.parent, Path(sys.prefix).parent]
+    return list(dict.fromkeys(root.resolve() / ".venv-vllm" for root in roots))
+
+
 def engine_python(setting: str) -> str:
-    """The interpreter that runs the engine. ``auto``: $CORY_VLLM_PYTHON, else a
-    ``.venv-vllm`` in the working folder or beside the cory source, else this one."""
+    """The interpreter that runs the engine. ``auto``: $CORY_VLLM_PYTHON, else the first
+    ``.venv-vllm`` of ``vllm_environments``, else this one."""
     if setting != "auto":
         return setting
     if os.environ.get("CORY_VLLM_PYTHON"):
         return os.environ["CORY_VLLM_PYTHON"]
-    for root in (Path.cwd(), _SOURCE_ROOT.parent):
-        candidate = root / ".venv-vllm" / "bin" / "python"
-        if candidate.exists():
-            return str(candidate)
+    for folder in vllm_environments():
+        if (folder / "bin" / "python").exists():
+            return str(folder / "bin" / "python")
     return sys.executable
 
 
@@ -143,6 +155,10 @@ class VLLMEngine:
     def _environment(self) -> dict[str, str]:
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(_SOURCE_ROOT), env.get("PYTHONPATH")]))
+        # vLLM's IPC sockets go into the engine's folder, removed with it (where the path stays
+        # within a socket's 107 characters: the folder, '/', a UUID)
+        if self.folder is not None and len(self.folder) + 37 <= 107:
+            env["VLLM_RPC_BASE_PATH"] = self.folder
         if self.device.type == "cpu":
             env.setdefault("VLLM_CPU_KVCACHE_SPACE", str(self.config.cpu_kv_cache_gib))
             cores = max(1, min(self.threads or os.cpu_count() or 1, os.cpu_count() or 1))
@@ -179,6 +195,7 @@ class VLLMEngine:
             raise CoryError(f"generation.vllm.python: cannot run {self.python!r} ({error}); {_INSTALL_HINT}") from None
         theirs.close()
         self.connection = ours
+        _say(f"{self.name}: starting its vLLM engine ({self.python}); this takes about a minute")
         dtype = str(next(self.lm.parameters()).dtype).removeprefix("torch.")
         self.version = self._call({"op": "start", "args": {
             "model": self.folder, "dtype": dtype, "max_model_len": self.max_model_len,
@@ -188,9 +205,10 @@ class VLLMEngine:
             "slots": self.weights.slots if self.weights else [],
             "max_lora_rank": self.lora_rank, "max_loras": self.max_loras},
             "leftovers": [path for path in (self.weights.path if self.weights else None, self.folder) if path]},
-            self.config.start_timeout)
+            self.config.start_timeout, still="starting")
         self.current = True
         self.seconds_starting = time.perf_counter() - started
+        _say(f"{self.name}: vLLM engine ready after {self.seconds_starting:.0f} s")
 
     def close(self) -> None:
         """Stop the engine's process and remove its folder and weight file."""
@@ -211,11 +229,17 @@ class VLLMEngine:
         self.current = False
 
     # -------------------------------------------------------------- messages
-    def _call(self, message: dict[str, Any], timeout: float) -> Any:
+    def _call(self, message: dict[str, Any], timeout: float, still: str | None = None) -> Any:
+        """Send ``message`` and wait for the answer; with ``still``, say every 20 s that the
+        engine is still at it (``still`` names what it does)."""
         assert self.connection is not None and self.process is not None
         self.connection.send(message)
-        deadline = time.monotonic() + timeout
+        sent = time.monotonic()
+        deadline, next_word = sent + timeout, sent + 20.0
         while not self.connection.poll(1.0):
+            if still is not None and time.monotonic() > next_word:
+                _say(f"{self.name}: vLLM engine still {still} ({time.monotonic() - sent:.0f} s)")
+                next_word += 20.0
             if self.process.poll() is not None:
                 raise CoryError(self._failure(f"the engine's process exited with code {self.process.returncode}"))
             if time.monotonic() > deadline:
@@ -234,7 +258,9 @@ class VLLMEngine:
             return (f"{self.name}: vLLM engine: its KV cache filled up and it preempted a seeded request, which "
                     "vLLM's CPU sampler cannot resume; raise generation.vllm.cpu_kv_cache_gib (it must hold "
                     "ppo.batch_size x (prompt + generation.max_new_tokens) tokens)")
-        hint = _INSTALL_HINT if missing else "its log ends:\n  " + "\n  ".join(tail)
+        looked = "; looked for .venv-vllm in " + ", ".join(str(f) for f in vllm_environments())
+        hint = (_INSTALL_HINT + (looked if self.config.python == "auto" else "") if missing
+                else "its log ends:\n  " + "\n  ".join(tail))
         return f"{self.name}: vLLM engine ({self.python}): {what}; {hint}"
 
     # -------------------------------------------------------------- the work

@@ -25,12 +25,15 @@ import base64
 import json
 import math
 import os
+import sys
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
 
 from cory.errors import CoryError, NumericFault
+from cory.redaction import lacks_password, redact
 from cory.types import Prompt
 
 MAX_BACKOFF = 10.0  # seconds between attempts, at most
@@ -46,16 +49,6 @@ class RewardRefused(CoryError):
 
 class BadRewardAnswer(NumericFault):
     """A reward server answered, but not with one finite score per response."""
-
-
-def redact(url: str) -> str:
-    """``url`` without the password of a ``user:password@`` part."""
-    parts = urllib.parse.urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    netloc = f"{parts.username}:***@{host}" + (f":{parts.port}" if parts.port else "")
-    return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
 
 
 def health_url(url: str) -> str:
@@ -84,16 +77,31 @@ def _opener(url: str) -> tuple[str, dict[str, str]]:
 
 class RemoteReward:
     """Scores by POSTing to each of ``urls`` and summing; see the module for its failures.
-    ``token`` (when given) is sent as ``Authorization: Bearer <token>``."""
+    ``token`` (when given) is sent as ``Authorization: Bearer <token>``; a ``user:password@``
+    in a URL as basic authentication (one or the other: both need the one header). ``log``
+    hears about a server that does not answer, at once and then at growing intervals;
+    ``outages`` keeps each finished wait (seconds, attempts, outcome) for the run's events."""
 
     def __init__(self, urls: list[str], timeout: float = 30.0, retry_window: float = 300.0,
-                 token: str | None = None, backoff: float = 0.5, retries: int = 0) -> None:
+                 token: str | None = None, backoff: float = 0.5, retries: int = 0,
+                 log: Callable[[str], None] = lambda text: print(text, file=sys.stderr, flush=True)) -> None:
         if not urls or not all(urls):
             raise CoryError("reward.url: the remote reward needs the server's URL, e.g. "
                             "reward.url=http://127.0.0.1:8000/get_reward")
+        for url in urls:
+            if lacks_password(url):
+                raise CoryError(f"reward.url: {url} was stored without its password (run folders never keep "
+                                "one); give the URL again, e.g. `cory eval RUN reward.url=http://user:PASSWORD@...`")
+        if token and any(urllib.parse.urlsplit(url).username for url in urls):
+            raise CoryError("reward.url carries a user:password and reward.token_env names a set token: both "
+                            "go in the one Authorization header, so the server would see only one. Use the "
+                            "token alone (drop user:password from the URL), or the proxy's basic auth alone "
+                            "(unset the token variable; docs/serving.md)")
         self.urls, self.timeout, self.retry_window, self.backoff = list(urls), timeout, retry_window, backoff
         self.retries = retries
         self.token = token
+        self.log = log
+        self.outages: list[dict[str, float | int | str]] = []
         self.source = ", ".join(redact(u) for u in self.urls)
 
     def check_reachable(self) -> None:
@@ -120,20 +128,39 @@ class RemoteReward:
         return totals
 
     def _scores_from(self, url: str, body: bytes, expected: int) -> list[float]:
-        started, attempt, problem = time.monotonic(), 0, ""
+        started, attempt, problem, next_report = time.monotonic(), 0, "", 0.0
         while True:
             try:
-                return self._scores(url, self._post(url, body), expected)
+                scores = self._scores(url, self._post(url, body), expected)
             except (urllib.error.URLError, OSError) as error:  # HTTP 5xx included
                 problem = f"{type(error).__name__}: {getattr(error, 'reason', error)}"
+            else:
+                if attempt:
+                    self._waited(url, time.monotonic() - started, attempt + 1, "answered")
+                return scores
             waited = time.monotonic() - started
             pause = min(MAX_BACKOFF, self.backoff * 2 ** attempt)
             if attempt >= self.retries and waited + pause > self.retry_window:
+                self._waited(url, waited, attempt + 1, "gave up")
                 raise RewardUnavailable(
                     f"reward server {redact(url)} did not answer for {waited:.0f} s ({attempt + 1} "
                     f"attempt(s), last: {problem}; reward.retry_window is {self.retry_window:g} s)")
+            if waited >= next_report:  # at once, then after 10 s, 20 s, 40 s, ...
+                left = max(0.0, self.retry_window - waited)
+                self.log(f"reward server {redact(url)} does not answer ({problem}); "
+                         + (f"retrying for up to {left:.0f} s more (reward.retry_window {self.retry_window:g} s)"
+                            if attempt == 0 else f"still retrying after {waited:.0f} s, attempt {attempt + 1}, "
+                                                 f"{left:.0f} s left"))
+                next_report = max(10.0, 2 * next_report)
             time.sleep(pause)
             attempt += 1
+
+    def _waited(self, url: str, seconds: float, attempts: int, outcome: str) -> None:
+        """Note a finished wait on ``url``: a console line, and a row for the run's events."""
+        self.outages.append({"url": redact(url), "seconds": round(seconds, 1), "attempts": attempts,
+                             "outcome": outcome})
+        if outcome == "answered":
+            self.log(f"reward server {redact(url)} answers again after {seconds:.0f} s ({attempts} attempts)")
 
     def _post(self, url: str, body: bytes) -> bytes:
         address, headers = _opener(url)

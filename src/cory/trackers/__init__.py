@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import threading
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Protocol, TypeVar
 
 from cory.errors import ConfigError
 from cory.trackers.mlflow_run import MlflowRun
@@ -27,6 +28,7 @@ from cory.trackers.wandb_run import WandbRun
 STATE_FILE = "trackers.json"
 EXTRAS = {"wandb": "wandb", "mlflow": "mlflow", "trackio": "trackio", "tensorboard": "tensorboard"}
 TRACKERS = ("tensorboard", "wandb", "mlflow", "trackio", "all", "none")
+T = TypeVar("T")
 
 
 class Tracker(Protocol):
@@ -66,6 +68,28 @@ def numeric(row: dict[str, Any]) -> dict[str, float]:
             if isinstance(v, (int, float)) and not isinstance(v, bool) and k != "step"}
 
 
+def within(seconds: float, action: Callable[[], T]) -> T:
+    """``action()``, or ``TimeoutError`` once ``seconds`` have passed without its answer (a
+    tracker whose server accepts and never answers; the call runs on in a daemon thread and
+    whatever it returns later is dropped)."""
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["value"] = action()
+        except BaseException as error:  # handed to the caller below
+            outcome["error"] = error
+
+    thread = threading.Thread(target=run, daemon=True, name="tracker-start")
+    thread.start()
+    thread.join(seconds)
+    if thread.is_alive():
+        raise TimeoutError(f"no answer within log.tracker_timeout ({seconds:g} s)")
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
+
+
 class TrackerSet:
     """The run's trackers, each fenced so that its failure only switches it off."""
 
@@ -80,8 +104,8 @@ class TrackerSet:
         self.sent: dict[str, int] = {}
         for name in dict.fromkeys(n for n in names if n != "none"):
             state = self.state.setdefault(name, {})
-            self._guard(name, lambda: self.active.__setitem__(
-                name, _open(name, run_dir, config, run_name, project, tags, state, timeout)))
+            self._guard(name, lambda: self.active.__setitem__(name, within(
+                timeout, lambda: _open(name, run_dir, config, run_name, project, tags, state, timeout))))
         for name, tracker in list(self.active.items()):
             held = self._ask(name, tracker.held_step)
             if held is not None and held < self.state[name].get("last_step", -1):

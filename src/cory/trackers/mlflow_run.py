@@ -19,6 +19,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from cory.redaction import lacks_password, redact
+
 PARAM_LIMIT = 6000  # MLflow's longest parameter value
 INVALID = re.compile(r"[^\w\-. /:]")
 
@@ -63,8 +65,15 @@ class MlflowRun:
 
         os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", str(max(1, round(timeout))))
         os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "1")
-        state.setdefault("tracking_uri", absolute_uri(mlflow.get_tracking_uri()))
-        self.client = MlflowClient(tracking_uri=state["tracking_uri"])
+        # trackers.json keeps the store's URI without a password; a resumed run takes the
+        # whole URI from its environment again when that is the same store.
+        current = absolute_uri(mlflow.get_tracking_uri())
+        stored = state.setdefault("tracking_uri", redact(current))
+        uri = current if redact(current) == stored else stored
+        if lacks_password(uri):
+            raise RuntimeError(f"the run's MLflow store {uri} needs its password: set MLFLOW_TRACKING_URI "
+                               "to the whole URI again")
+        self.client = MlflowClient(tracking_uri=uri)
         if "run_id" in state:
             self.run_id = state["run_id"]
             self.client.update_run(self.run_id, status="RUNNING")
