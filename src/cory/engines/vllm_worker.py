@@ -96,15 +96,15 @@ class Engine:
 
 
 def serve(connection: Connection) -> None:
-    """Answer messages until ``close`` or until the trainer goes away."""
+    """Answer messages until ``close`` or until the trainer goes away (it closed the pipe, or
+    it was killed while the engine worked on its last message)."""
     engine: Engine | None = None
     leftovers: list[str] = []
     while True:
         try:
             message = connection.recv()
         except (EOFError, OSError):
-            for path in leftovers:
-                shutil.rmtree(path, ignore_errors=True) if os.path.isdir(path) else _unlink(path)
+            _remove(leftovers)
             return
         op = message.get("op")
         try:
@@ -114,19 +114,29 @@ def serve(connection: Connection) -> None:
             if op == "start":
                 leftovers = message.get("leftovers", [])
                 engine = Engine(**message["args"])
-                reply: Any = engine.version
+                answer: dict[str, Any] = {"ok": engine.version}
             elif engine is None:
                 raise RuntimeError(f"'{op}' before 'start'")
             elif op == "sample":
-                reply = engine.sample(message["requests"])
+                answer = {"ok": engine.sample(message["requests"])}
             elif op == "load":
                 engine.load()
-                reply = None
+                answer = {"ok": None}
             else:
                 raise RuntimeError(f"unknown message {op!r}")
-            connection.send({"ok": reply})
         except Exception:  # the trainer turns it into a CoryError naming the engine
-            connection.send({"error": traceback.format_exc(limit=6)})
+            answer = {"error": traceback.format_exc(limit=6)}
+        try:
+            connection.send(answer)
+        except OSError:  # the trainer is gone
+            _remove(leftovers)
+            return
+
+
+def _remove(paths: list[str]) -> None:
+    """Remove the files and folders a trainer that is gone would have removed."""
+    for path in paths:
+        shutil.rmtree(path, ignore_errors=True) if os.path.isdir(path) else _unlink(path)
 
 
 def _unlink(path: str) -> None:
