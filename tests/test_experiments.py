@@ -47,6 +47,20 @@ def test_suite_runs_writes_table_and_plots_and_resumes(tmp_path):
     assert (out / "ppo" / "seed0" / "final" / "summary.json").stat().st_mtime == stamp
 
 
+def test_a_suite_that_keeps_no_checkpoints_drops_them_once_a_run_is_exported(tmp_path):
+    (tmp_path / "saving.yaml").write_text(yaml.safe_dump({**BASE, "save_every": 1}))
+    path = write_suite(tmp_path, keep_checkpoints=False, runs={"ppo": {"method": "ppo", "base": "saving.yaml"}})
+    messages: list[str] = []
+    run_suite(load_suite(path), log=messages.append, seeds=[0])
+    run = tmp_path / "out" / "ppo" / "seed0"
+    assert (run / "final" / "summary.json").exists() and not (run / "checkpoints").exists()
+    assert any("checkpoints removed" in m for m in messages)
+    assert "| ppo |" in (tmp_path / "out" / "results.md").read_text()  # the results need no checkpoint
+    kept = write_suite(tmp_path, runs={"ppo": {"method": "ppo", "base": "saving.yaml"}}, output_dir=str(tmp_path / "kept"))
+    run_suite(load_suite(kept), log=lambda _: None, seeds=[0])
+    assert (tmp_path / "kept" / "ppo" / "seed0" / "checkpoints").is_dir()  # the default keeps them
+
+
 def test_seeds_outside_the_suite_are_refused(tmp_path):
     with pytest.raises(ConfigError, match=r"--seeds: \[7\] not among the suite's seeds \[0, 1\]"):
         run_suite(load_suite(write_suite(tmp_path)), log=lambda _: None, seeds=[7])

@@ -10,6 +10,7 @@ from __future__ import annotations
 import gc
 import json
 import os
+import shutil
 from pathlib import Path
 from typing import Any, Callable
 
@@ -51,6 +52,7 @@ def run_suite(suite: Suite, log: Callable[[str], None] = print, seeds: list[int]
             continue
         if is_finished(run):
             log(f"{label}: finished earlier, skipped")
+            _drop_checkpoints(suite, run, log)
             continue
         log(f"{label}: training -> {run.folder}")
         config = run.config
@@ -63,7 +65,18 @@ def run_suite(suite: Suite, log: Callable[[str], None] = print, seeds: list[int]
             trainer.close()
             del trainer
             gc.collect()
+        _drop_checkpoints(suite, run, log)
     return write_results(suite.output_dir)
+
+
+def _drop_checkpoints(suite: Suite, run: PlannedRun, log: Callable[[str], None]) -> None:
+    """With ``keep_checkpoints: false``, a finished run's checkpoints go (its final/ stays)."""
+    checkpoints = run.folder / "checkpoints"
+    if suite.config.keep_checkpoints or not is_finished(run) or not checkpoints.is_dir():
+        return
+    size = sum(path.stat().st_size for path in checkpoints.rglob("*") if path.is_file())
+    shutil.rmtree(checkpoints)
+    log(f"{run.name} seed {run.seed}: checkpoints removed ({size / 1e9:.2f} GB; keep_checkpoints: false)")
 
 
 def _describe(suite: Suite) -> dict[str, Any]:

@@ -53,6 +53,9 @@ class SuiteConfig:
         {}, help="name -> method and overrides; 'base' (a config file) and 'seeds' (a subset) per run")
     sweep: SweepConfig | None = None
     collapse_kl: float = option(10.0, gt=0, help="'before collapse' means eval KL at most this")
+    keep_checkpoints: bool = option(
+        True, help="false: delete a run's checkpoints/ once its final/ export is written (a CORY run's "
+                   "take ~3 GB); the run then cannot be continued to more steps, only rerun")
     analysis: AnalysisConfig = option(AnalysisConfig)
 
 
