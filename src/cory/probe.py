@@ -2,7 +2,7 @@
 it is shown?
 
 For each held-out query the model answers three times over (``eval`` sampling settings, each
-query repeated ``eval.samples_per_prompt`` times):
+query repeated ``eval.samples_per_prompt`` times, 16 rows per generation call):
 
 - ``nothing``: the plain query, as a lone agent or CORY's pioneer sees it;
 - shown a good answer, in the task's observer template (what CORY's observer sees): the gold
@@ -36,6 +36,8 @@ from cory.types import GenerateRequest, Prompt
 
 # Candidate answers per query from which ``high`` and ``low`` are drawn (tasks without solutions).
 CANDIDATES = 4
+# Rows per generation call: bounds memory (Gemma-3's 262k-token vocabulary makes logits large).
+ROWS_PER_CALL = 16
 
 
 @dataclass
@@ -108,9 +110,13 @@ def probe(config: RunConfig) -> list[ProbeRow]:
     parts = build_run(config, local=True)
 
     def answer(prompts: list[str]) -> list[str]:
-        request = GenerateRequest(prompts, step=config.eval.seed, phase="eval", greedy=config.eval.greedy,
-                                  keep=False, budgets=evaluation_budgets(config, len(prompts)))
-        return parts.agents.map(Agent.generate, {0: (request,)})[0].texts
+        texts = []
+        for start in range(0, len(prompts), ROWS_PER_CALL):
+            chunk = prompts[start:start + ROWS_PER_CALL]
+            request = GenerateRequest(chunk, step=config.eval.seed + start, phase="eval", greedy=config.eval.greedy,
+                                      keep=False, budgets=evaluation_budgets(config, len(chunk)))
+            texts += parts.agents.map(Agent.generate, {0: (request,)})[0].texts
+        return texts
 
     try:
         return run_probe(config, answer, parts.task, parts.reward)
