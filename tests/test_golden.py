@@ -68,6 +68,15 @@ def run_rows(tmp: Path, method: str) -> list[dict]:
     return stable_rows(read_jsonl_rows(Path(trainer.config.output_dir) / "metrics.jsonl"))
 
 
+# Metrics added after the golden files were recorded: the transfer diagnostics of every
+# topology with edges (issue 41). Their values are checked in tests/test_rounds.py.
+ADDED_DIAGNOSTICS = ("copy_rate", "transfer_gain", "uses_right", "fixes_wrong")
+
+
+def added_since_recording(row: dict) -> set[str]:
+    return {key for key in row if key.rsplit("/", 1)[-1] in ADDED_DIAGNOSTICS}
+
+
 def same(a, b) -> bool:
     if isinstance(a, float) and isinstance(b, (int, float)):
         return math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-9) or (math.isnan(a) and math.isnan(b))
@@ -81,7 +90,8 @@ def test_metrics_equal_the_golden_file(tmp_path, method):
                     "known-good commit with `python tests/test_golden.py --record`")
     expected = json.loads((GOLDEN / f"{method}.json").read_text())
     got = run_rows(tmp_path, method)
-    assert [sorted(r) for r in got] == [sorted(r) for r in expected], "metric names changed"
+    assert [sorted(set(r) - added_since_recording(r)) for r in got] == [sorted(r) for r in expected], \
+        "metric names changed"
     for step, (row, want) in enumerate(zip(got, expected)):
         differing = {k: (row[k], want[k]) for k in want if not same(row[k], want[k])}
         assert not differing, f"row {step}: {differing}"

@@ -23,17 +23,20 @@ def stable(rows):
     return [{k: v for k, v in r.items() if not any(part in k for part in VOLATILE)} for r in rows]
 
 
-def cory_config(make_config, tmp_path, name, **extra):
-    return make_config(method="cory", steps=6, threads=1, save_every=2, eval_every=3, roles__swap_every=2,
+def cory_config(make_config, tmp_path, name, method="cory", **extra):
+    if method == "refine":  # two rounds with difference credit: turns and counterfactuals on actors
+        extra = {"collective__credit": "difference", **extra}
+    return make_config(method=method, steps=6, threads=1, save_every=2, eval_every=3, roles__swap_every=2,
                        output_dir=str(tmp_path / name), **extra)
 
 
-def test_ray_backend_matches_the_local_backend(make_config, tmp_path):
+@pytest.mark.parametrize("method", ["cory", "refine"])
+def test_ray_backend_matches_the_local_backend(make_config, tmp_path, method):
     import torch
 
     torch.set_num_threads(1)
-    local = train(cory_config(make_config, tmp_path, "local"))
-    remote = train(cory_config(make_config, tmp_path, "ray", backend="ray", ray__num_cpus_per_agent=1))
+    local = train(cory_config(make_config, tmp_path, "local", method))
+    remote = train(cory_config(make_config, tmp_path, "ray", method, backend="ray", ray__num_cpus_per_agent=1))
     assert stable(local.rows) == stable(remote.rows)
     assert [r["pioneer/agent"] for r in remote.rows if "pioneer/agent" in r] == [0, 0, 1, 1, 0, 0]
     assert (Path(remote.config.output_dir) / "final" / "agent1" / "model.safetensors").exists()

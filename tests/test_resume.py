@@ -34,8 +34,10 @@ BASE = {
 
 def write_config(tmp_path, method):
     config = {**BASE, "method": method}
-    if method == "cory":
+    if method in ("cory", "refine"):
         config["roles"] = {"swap_every": 4}
+    if method == "refine":  # two rounds, difference credit: every turn and counterfactual resumes
+        config["collective"] = {"credit": "difference", "turn_discount": 0.5}
     if method == "elastic_reset":
         config["elastic_reset"] = {"enabled": True, "reset_freq": 5, "decay": 0.8}
     path = tmp_path / f"{method}.yaml"
@@ -86,7 +88,7 @@ def assert_same_run(reference, resumed):
                 assert torch.equal(a[key], b[key]), (agent, name, key)
 
 
-@pytest.mark.parametrize("method", ["ppo", "cory", "elastic_reset"])
+@pytest.mark.parametrize("method", ["ppo", "cory", "elastic_reset", "refine"])
 def test_sigkill_at_a_random_iteration_then_resume_is_exact(tmp_path, method):
     config = write_config(tmp_path, method)
     run_to_end(config, tmp_path / "reference")

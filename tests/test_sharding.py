@@ -40,13 +40,18 @@ def differences(rows, others) -> dict[str, tuple[float, float]]:
         for key, value in row.items():
             if not isinstance(value, float) or any(part in key for part in VOLATILE):
                 continue
-            bound = CLIP_FRACTION if "clip_fraction" in key else RELATIVE * max(abs(value), 1e-3)
+            if "clip_fraction" in key:
+                bound = CLIP_FRACTION
+            elif key.endswith("policy_loss"):  # a mean of whitened advantages (size ~1) that cancel to
+                bound = RELATIVE * 0.1        # ~1e-4: its rounding follows the terms, not the result
+            else:
+                bound = RELATIVE * max(abs(value), 1e-3)
             if not (math.isclose(value, other[key], abs_tol=bound) or (math.isnan(value) and math.isnan(other[key]))):
                 found[f"{row['step']}:{key}"] = (value, other[key])
     return found
 
 
-@pytest.mark.parametrize("method", ["ppo", "cory"])
+@pytest.mark.parametrize("method", ["ppo", "cory", "refine"])
 def test_a_sharded_agent_learns_as_one_process_does(make_config, tmp_path, method):
     import torch
 

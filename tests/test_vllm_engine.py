@@ -240,8 +240,10 @@ def _alive(pid: int) -> bool:
 
 @needs_vllm
 def test_cory_lora_agents_are_adapters_of_one_engine_reloaded_after_each_update(make_config, tmp_path, capfd):
-    config = vllm_config(make_config, method="cory", steps=3, eval_every=3, agents__lora__enabled=True,
-                         agents__lora__r=8, ppo__learning_rate=5e-2, output_dir=str(tmp_path / "run"))
+    # CORY's pair over two rounds with difference credit: every turn and counterfactual on the engine
+    config = vllm_config(make_config, method="refine", collective__credit="difference", steps=3, eval_every=3,
+                         agents__lora__enabled=True, agents__lora__r=8, ppo__learning_rate=5e-2,
+                         output_dir=str(tmp_path / "run"))
     before = engine_files()
     trainer = run_trainer(config)
     first, second = trainer.agents.agents

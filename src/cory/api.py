@@ -23,7 +23,7 @@ from cory.configtree import parse_override, set_dotted, to_dict
 from cory.errors import ConfigError
 from cory.loading import load_config, resolve
 from cory.rewards.simple import CallableReward
-from cory.tasks.base import Task, split_train_test
+from cory.tasks.base import GENERIC_REVISE_TEMPLATE, Task, split_train_test
 from cory.trainer import Trainer
 from cory.types import Prompt
 
@@ -74,6 +74,7 @@ def custom_task(config: RunConfig, prompts: list[Prompt], eval_prompts: list[Pro
         prompts, eval_prompts = split_train_test(prompts, config.task.n_test)
     return Task(name="custom", train=prompts, test=eval_prompts, default_reward="python",
                 observer_template=config.task.observer_template or GENERIC_OBSERVER_TEMPLATE,
+                revise_template=config.task.revise_template or GENERIC_REVISE_TEMPLATE,
                 answer_separator=config.task.answer_separator, chat=bool(config.task.chat_template),
                 stop_strings=list(config.task.stop_strings or []))
 

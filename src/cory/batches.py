@@ -58,6 +58,26 @@ class Rollout(TokenBatch):
         return cls(sampled.query_ids, sampled.query_mask, sampled.response_ids, sampled.response_mask,
                    logprobs, values, ref_logprobs, kl_tokens)
 
+    @classmethod
+    def concat(cls, rollouts: list[Rollout]) -> Rollout:
+        """One rollout of several turns' rows: queries left-padded and responses right-padded
+        to the widest (padding is masked, id 0, every per-token number 0)."""
+        if len(rollouts) == 1:
+            return rollouts[0]
+        query_width = max(r.query_ids.shape[1] for r in rollouts)
+        response_width = max(r.response_ids.shape[1] for r in rollouts)
+
+        def joined(name: str, width: int, left: bool) -> torch.Tensor:
+            parts = []
+            for rollout in rollouts:
+                tensor = getattr(rollout, name)
+                missing = width - tensor.shape[1]
+                parts.append(torch.nn.functional.pad(tensor, (missing, 0) if left else (0, missing)))
+            return torch.cat(parts)
+
+        return cls(*(joined(field.name, query_width, True) if field.name.startswith("query")
+                     else joined(field.name, response_width, False) for field in fields(cls)))
+
     def kl_sum(self) -> torch.Tensor:
         """``sum_t (log p - log p_ref)`` per sequence: the KL the paper reports."""
         return ((self.logprobs - self.ref_logprobs) * self.response_mask).sum(-1)

@@ -148,8 +148,12 @@ class TopologyConfig:
     n_agents: int | None = option(None, ge=1, help="fixed by single (1) and pioneer_observer (2)")
     edge_prob: float = option(0.5, ge=0, le=1, help="random: chance of each forward edge")
     seed: int | None = option(None, help="random: graph seed (default: the run seed)")
-    answer: Literal["last", "value"] = option(
-        "last", help="system answer: the last node's, or the one with the highest value")
+    answer: Literal["last", "value", "vote"] = option(
+        "last", help="system answer, from the last round: the last role's, the one with the highest "
+                     "value, or (exact-answer tasks) the majority final answer")
+    rounds: int = option(
+        1, ge=1, help="unroll the topology this many times: in round r > 0 every role sees its parents' "
+                      "answers of the round and every role's answer of round r - 1 (task.revise_template)")
 
 
 @dataclass
@@ -157,6 +161,13 @@ class CollectiveConfig:
     lambda_: float = option(0.0, key="lambda", help="R_i = r_i + lambda * sum of the others' r "
                                                     "(the cory presets set 1; 0: independent learners)")
     normalize: bool = option(False, help="z-score each agent's task rewards before mixing")
+    credit: Literal["sum", "difference"] = option(
+        "sum", help="sum: each turn earns lambda x the others' rewards of its round; difference: lambda x "
+                    "what its answer changed in the turns that saw it (their reward minus their reward "
+                    "re-answering without it: one more generation per edge and iteration)")
+    turn_discount: float = option(
+        0.0, ge=0, le=1, help="with topology.rounds > 1: a turn also earns this x the agent's next "
+                              "turn's reward, discounted on (0: each turn on its own)")
 
 
 @dataclass
@@ -197,6 +208,9 @@ class TaskConfig:
         0, ge=0, help="imdb: keep reviews longer than this many characters (the CORY authors: "
                       "100 for CORY, 200 for PPO)")
     observer_template: str | None = option(None, help="placeholders {query} and {answers}")
+    revise_template: str | None = option(
+        None, help="topology.rounds > 1: the prompt of a later round, {answers} holding the previous "
+                   "round's answers and the round's parents' (null: the task's)")
     answer_separator: str = "\n"
     stop_strings: list[str] | None = option(
         None, help="a response ends at any of these (null: the task's, e.g. 'Question:')")

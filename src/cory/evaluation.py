@@ -13,11 +13,11 @@ from cory.agents.agent import Agent
 from cory.agents.group import AgentGroup
 from cory.agents.sampling import stratified_budgets
 from cory.config import RunConfig
-from cory.errors import ConfigError
 from cory.multi.episode import (Episode, episode_samples, metric_prefixes, run_episode, score_episode,
                                 system_choice)
 from cory.multi.moe import gather_selected
 from cory.multi.topology import Topology
+from cory.multi.transfer import transfer_metrics
 from cory.rewards.base import RewardFunction, score_safely
 from cory.tasks.base import Task
 from cory.types import GenerateRequest, Prompt, Reply
@@ -62,18 +62,31 @@ def evaluate(agents: AgentGroup, topology: Topology, agent_for_role: list[int], 
     rewards = score_episode(episode, reward)
     names = topology.role_names()
     metrics: dict[str, float] = {}
+    last = episode.last_round()  # a role's metrics are its last round's answers
     for role, name in enumerate(names):
-        summary = reply_metrics(episode.replies[role], rewards[role])
+        summary = reply_metrics(episode.replies[last[role]], rewards[last[role]])
         for prefix in metric_prefixes(name, agent_for_role[role], scope="eval/"):
             metrics.update({f"{prefix}/{key}": value for key, value in summary.items()})
+    if topology.rounds > 1:
+        for turn, name in enumerate(topology.turn_names()):
+            summary = reply_metrics(episode.replies[turn], rewards[turn])
+            metrics.update({f"eval/{name}/{key}": value for key, value in summary.items()})
     metrics["eval/task_reward"] = rewards.mean().item()
     metrics["eval/kl"] = episode.kl().mean().item()
-    metrics.update(_solo_metrics(agents, topology, agent_for_role, episode, rewards, reward, repeated, config,
-                                 budgets))
+    solo, solo_rewards = _solo_metrics(agents, topology, agent_for_role, episode, rewards, reward, repeated,
+                                       config, budgets)
+    metrics.update(solo)
     chosen = system_choice(episode, config.topology.answer)
     metrics["eval/system/task_reward"] = gather_selected(rewards, chosen).mean().item()
+    correct = None
     if task.checker is not None:
-        metrics.update(_pass_metrics(episode, task, names, n, config.eval.pass_k, chosen))
+        correct = [task.checker(episode.queries, reply.texts) for reply in episode.replies]
+        metrics.update(_pass_metrics(correct, names, last, n, config.eval.pass_k, chosen))
+    if topology.edges():
+        plain = {turn: solo_rewards[episode.agent_of_turn(turn)] for turn in range(topology.n_turns)}
+        texts = [reply.texts for reply in episode.replies]
+        diagnostics = transfer_metrics(topology, texts, rewards, correct, plain)
+        metrics.update({f"eval/{key}": value for key, value in diagnostics.items()})
     return EvalResult(metrics, episode_samples(episode, rewards, names, n_samples))
 
 
@@ -107,10 +120,11 @@ def reply_metrics(reply: Reply, rewards: torch.Tensor) -> dict[str, float]:
 
 def _solo_metrics(agents: AgentGroup, topology: Topology, agent_for_role: list[int], episode: Episode,
                   rewards: torch.Tensor, reward: RewardFunction, queries: list[Prompt],
-                  config: RunConfig, budgets: list[int] | None) -> dict[str, float]:
+                  config: RunConfig, budgets: list[int] | None) -> tuple[dict[str, float], dict[int, torch.Tensor]]:
     """Every agent on its own, answering the plain query (how a CORY agent is deployed):
-    ``eval/agentN/solo/...`` and their mean ``eval/solo/...``. An agent that plays a root
-    role already answered the plain query; the others are asked now."""
+    ``eval/agentN/solo/...`` and their mean ``eval/solo/...``, and each agent's rewards. An
+    agent that plays a root role already answered the plain query in the first round; the
+    others are asked now."""
     root_reply = {agent_for_role[role]: role for role in range(topology.n_roles) if not topology.parents[role]}
     n_agents = len(agent_for_role)
     asked = [a for a in range(n_agents) if a not in root_reply]
@@ -118,27 +132,26 @@ def _solo_metrics(agents: AgentGroup, topology: Topology, agent_for_role: list[i
                               budgets=budgets)
     answers = agents.map(Agent.generate, {a: (request,) for a in asked}) if asked else {}
     metrics: dict[str, float] = {}
+    solo_rewards: dict[int, torch.Tensor] = {}
     for agent in range(n_agents):
         if agent in root_reply:
             reply, scores = episode.replies[root_reply[agent]], rewards[root_reply[agent]]
         else:
             reply = answers[agent]
             scores = torch.tensor(score_safely(reward, queries, reply.texts), dtype=torch.float32)
+        solo_rewards[agent] = scores
         metrics.update({f"eval/agent{agent}/solo/{k}": v for k, v in reply_metrics(reply, scores).items()})
     for key in ("task_reward", "kl", "response_length", "hit_length_limit", "distinct_1", "distinct_2"):
         metrics[f"eval/solo/{key}"] = sum(metrics[f"eval/agent{a}/solo/{key}"] for a in range(n_agents)) / n_agents
-    return metrics
+    return metrics, solo_rewards
 
 
-def _pass_metrics(episode: Episode, task: Task, names: list[str], n: int, ks: list[int],
+def _pass_metrics(correct_per_turn: list[list[bool]], names: list[str], last: list[int], n: int, ks: list[int],
                   chosen: torch.Tensor) -> dict[str, float]:
-    checker = task.checker
-    if checker is None:
-        raise ConfigError(f"eval.pass_k: task '{task.name}' has no answer checker; pass@k needs a math task")
-    correct = torch.tensor([checker(episode.queries, reply.texts) for reply in episode.replies],
-                           dtype=torch.long)  # [role, query * n]
+    """Pass@k of each role's last-round answers, their mean, and the system's."""
+    correct = torch.tensor(correct_per_turn, dtype=torch.long)  # [turn, query * n]
     metrics: dict[str, float] = {}
-    per_role = correct.view(len(names), -1, n).sum(-1)  # [role, query]
+    per_role = correct[last].view(len(names), -1, n).sum(-1)  # [role, query]
     system = gather_selected(correct, chosen).view(-1, n).sum(-1)
     for k in ks:
         for role, name in enumerate(names):

@@ -49,6 +49,22 @@ METHOD_PRESETS: dict[str, dict[str, Any]] = {
         "roles": {"swap_every": 5},
         "algorithm": {"name": "ppo"},
     },
+    # Critique and revise: CORY's pair over two rounds; in the second the pioneer revises
+    # after seeing both first answers, then the observer answers last (the system's answer).
+    "refine": {
+        "topology": {"name": "pioneer_observer", "rounds": 2},
+        "collective": {"lambda": 1.0},
+        "roles": {"swap_every": 5},
+        "algorithm": {"name": "ppo"},
+    },
+    # Debate: three agents answer on their own, then each sees every first answer and answers
+    # again; cooperative reward (a vote over the last round suits exact-answer tasks).
+    "debate": {
+        "topology": {"name": "independent", "n_agents": 3, "rounds": 2},
+        "collective": {"lambda": 1.0},
+        "roles": {"swap_every": None},
+        "algorithm": {"name": "ppo"},
+    },
 }
 
 METHODS: tuple[str, ...] = tuple(METHOD_PRESETS)

@@ -94,7 +94,7 @@ def run_probe(config: RunConfig, answer: Callable[[list[str]], list[str]], task:
     nothing = [sum(r) / len(r) for r in own_rewards]
     rows = [ProbeRow("nothing", "the plain query", sum(nothing) / len(nothing), own_accuracy, queries=len(queries))]
     for condition, (description, shown) in shown_answers(queries, own, own_rewards).items():
-        _, rewards, accuracy = sample([[task.observer_prompt(q, [text])] * samples
+        _, rewards, accuracy = sample([[task.prompt_for(q, [text])] * samples
                                        for q, text in zip(queries, shown)], samples)
         means = [sum(r) / len(r) for r in rewards]
         difference = t_interval([m - n for m, n in zip(means, nothing)])

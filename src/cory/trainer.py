@@ -27,10 +27,11 @@ from cory.configtree import to_dict
 from cory.errors import AgentLost, CoryError, NumericFault
 from cory.evaluation import evaluate
 from cory.logging import METRICS_FILE, RunLogger, read_jsonl_rows
-from cory.multi.collective import collective_rewards
-from cory.multi.episode import (Episode, episode_samples, metric_prefixes, run_episode, score_episode,
-                                system_choice)
+from cory.multi.collective import training_rewards
+from cory.multi.episode import (Episode, answer_counterfactuals, episode_samples, metric_prefixes, run_episode,
+                                score_episode, system_choice)
 from cory.multi.moe import gather_selected
+from cory.multi.transfer import transfer_metrics
 from cory.prompt_sampler import PromptSampler
 from cory.provenance import describe_environment, record_environment, resident_memory_gb
 from cory.redaction import redacted
@@ -179,14 +180,20 @@ class Trainer:
             on_every_agent(self.agents, Agent.reset_learning_state)
             seed_everything(config.seed)  # as TRL's PPOTrainer does when it is built
         mapping = self.roles.agent_for_role(step)
+        collective, n_roles = config.collective, self.topology.n_roles
         with timer.stage("rollout"):
             episode = run_episode(self.agents, self.topology, mapping, self.task, self.sampler.batch(step), step)
+        if collective.credit == "difference":
+            with timer.stage("counterfactual"):
+                answer_counterfactuals(self.agents, episode, self.task, step)
         with timer.stage("score"):
             task_rewards = score_episode(episode, self.reward)
         with timer.stage("update"):
-            mixed = collective_rewards(task_rewards, config.collective.lambda_, config.collective.normalize)
-            stats = self.agents.map(Agent.update, {mapping[r]: (mixed[r].tolist(), step)
-                                                   for r in range(self.topology.n_roles)})
+            mixed = training_rewards(task_rewards, episode.counterfactual_rewards, n_roles, collective.credit,
+                                     collective.lambda_, collective.normalize, collective.turn_discount)
+            # An agent's turns, round by round: the order it kept them in.
+            stats = self.agents.map(Agent.update, {mapping[r]: (mixed[r::n_roles].flatten().tolist(), step)
+                                                   for r in range(n_roles)})
         iteration = timer.elapsed()
         row = self._summarise(step, episode, task_rewards, mixed, stats)
         faults = [f"agent{a}: {s['fault_reason']}" for a, s in stats.items() if s.get("fault")]
@@ -205,6 +212,8 @@ class Trainer:
 
     def _summarise(self, step: int, episode: Episode, task_rewards: torch.Tensor,
                    mixed: torch.Tensor, stats: dict[int, dict[str, Any]]) -> dict[str, Any]:
+        """The iteration's row. A role's answer metrics are its last round's (the answers a
+        system gives); its collective reward is the mean over all its turns (what it trains on)."""
         row: dict[str, Any] = {
             "task_reward": task_rewards.mean().item(),
             "task_reward_std": task_rewards.std(unbiased=False).item(),
@@ -212,19 +221,21 @@ class Trainer:
             "kl": episode.kl().mean().item(),
             "swaps": self.roles.swaps_before(step),
         }
+        n_roles, last = self.topology.n_roles, episode.last_round()
         for role, name in enumerate(self.role_names):
-            agent = episode.agent_for_role[role]
+            agent, turn = episode.agent_for_role[role], last[role]
             if len(self.role_names) > 1:
                 row[f"{name}/agent"] = agent
             for prefix in metric_prefixes(name, agent):
-                row[f"{prefix}/task_reward"] = task_rewards[role].mean().item()
-                row[f"{prefix}/task_reward_std"] = task_rewards[role].std(unbiased=False).item()
-                row[f"{prefix}/collective_reward"] = mixed[role].mean().item()
-                row[f"{prefix}/prompts_truncated"] = episode.replies[role].prompts_truncated
-                row[f"{prefix}/prompt_length"] = episode.replies[role].prompt_length
-                row[f"{prefix}/hit_length_limit"] = float(np.mean(episode.replies[role].hit_length_limit))
+                row[f"{prefix}/task_reward"] = task_rewards[turn].mean().item()
+                row[f"{prefix}/task_reward_std"] = task_rewards[turn].std(unbiased=False).item()
+                row[f"{prefix}/collective_reward"] = mixed[role::n_roles].mean().item()
+                row[f"{prefix}/prompts_truncated"] = episode.replies[turn].prompts_truncated
+                row[f"{prefix}/prompt_length"] = episode.replies[turn].prompt_length
+                row[f"{prefix}/hit_length_limit"] = float(np.mean(episode.replies[turn].hit_length_limit))
                 for key, value in stats[agent].items():
                     row[f"{prefix}/{key}"] = value
+        row.update(self._round_metrics(episode, task_rewards))
         for key in HEADLINE_STATS:
             values = [s[key] for s in stats.values() if isinstance(s.get(key), (int, float))]
             if values:
@@ -232,10 +243,29 @@ class Trainer:
         gaps = [s["sampler_logprob_gap"] for s in stats.values() if isinstance(s.get("sampler_logprob_gap"), float)]
         if gaps:  # each agent's gap is already a maximum over its tokens: the headline is the largest
             row["sampler_logprob_gap"] = max(gaps)
-        if self.topology.n_roles > 1:
+        if episode.n_turns > 1:
             chosen = system_choice(episode, self.config.topology.answer)
             row["system/task_reward"] = gather_selected(task_rewards, chosen).mean().item()
         return row
+
+    def _round_metrics(self, episode: Episode, task_rewards: torch.Tensor) -> dict[str, float]:
+        """Each round's and each turn's task reward (several rounds), and the transfer
+        diagnostics of every turn that is shown answers (``cory.multi.transfer``)."""
+        topology, metrics = self.topology, {}
+        if topology.rounds > 1:
+            per_round = task_rewards.view(topology.rounds, topology.n_roles, -1)
+            for round_ in range(topology.rounds):
+                metrics[f"round{round_}/task_reward"] = per_round[round_].mean().item()
+            for turn, name in enumerate(topology.turn_names()):
+                metrics[f"{name}/task_reward"] = task_rewards[turn].mean().item()
+        if not topology.edges():
+            return metrics
+        checker = self.task.checker
+        correct = [checker(episode.queries, r.texts) for r in episode.replies] if checker is not None else None
+        plain = {turn: rewards for (source, turn), rewards in episode.counterfactual_rewards.items()
+                 if topology.inputs(turn) == (source,)}  # without its one input: the plain query
+        metrics.update(transfer_metrics(topology, [r.texts for r in episode.replies], task_rewards, correct, plain))
+        return metrics
 
     def _evaluate(self, step: int) -> dict[str, Any]:
         started = time.perf_counter()

@@ -24,7 +24,9 @@ class GenerateRequest:
     """Ask an agent to answer ``prompts`` at iteration ``step``; with ``keep`` it holds the
     rollout for its next ``update``. ``phase`` separates the random draws of training and
     evaluation. ``budgets``, where given, is each prompt's token budget in place of the
-    length sampler's draw."""
+    length sampler's draw. An agent that answers several times in one iteration (rounds) is
+    told which ``turn`` a kept rollout is (0 starts a new iteration's set) and gets a ``stream``
+    per call, so that no two calls reuse the same random draws."""
 
     prompts: list[str]
     step: int
@@ -32,6 +34,13 @@ class GenerateRequest:
     greedy: bool = False
     keep: bool = True
     budgets: list[int] | None = None
+    turn: int = 0
+    stream: str = ""
+
+    @property
+    def random_stream(self) -> str:
+        """What the sampler's seeds are derived from: the phase, and the stream if named."""
+        return f"{self.phase}/{self.stream}" if self.stream else self.phase
 
 
 @dataclass

@@ -14,6 +14,7 @@ from cory.models.specs import check_spec_syntax
 from cory.trackers import TRACKERS
 
 TEMPLATE_FIELDS = {"query", "answers"}
+EXACT_ANSWER_TASKS = ("gsm8k", "arithmetic")
 DEVICE_NAME = re.compile(r"^(cpu|cuda(:\d+)?)$")
 
 
@@ -38,9 +39,13 @@ def ignored_settings(config: RunConfig) -> list[str]:
     if entry.advantage == "returns" and not entry.reads_values(algorithm.returns):
         ignored.add("lam")  # discounted reward-to-go has no GAE
     defaults = PPOConfig()
-    return [f"ppo.{key} = {getattr(config.ppo, key)!r} has no effect: algorithm '{algorithm.name}' "
-            f"does not read it (the README lists the keys each algorithm reads)"
-            for key in sorted(ignored) if getattr(config.ppo, key) != getattr(defaults, key)]
+    messages = [f"ppo.{key} = {getattr(config.ppo, key)!r} has no effect: algorithm '{algorithm.name}' "
+                f"does not read it (the README lists the keys each algorithm reads)"
+                for key in sorted(ignored) if getattr(config.ppo, key) != getattr(defaults, key)]
+    if config.collective.turn_discount and config.topology.rounds == 1:
+        messages.append(f"collective.turn_discount = {config.collective.turn_discount} has no effect: it "
+                        "adds later rounds' rewards, and topology.rounds is 1")
+    return messages
 
 
 def validate(config: RunConfig) -> RunConfig:
@@ -88,10 +93,11 @@ def validate(config: RunConfig) -> RunConfig:
     if task.query_min_tokens > task.query_max_tokens:
         raise ConfigError(f"task.query_min_tokens ({task.query_min_tokens}) exceeds "
                           f"task.query_max_tokens ({task.query_max_tokens})")
-    if task.observer_template is not None:
-        if "query" not in template_fields(task.observer_template, "task.observer_template"):
-            raise ConfigError("task.observer_template: must contain {query}, e.g. "
+    for key, template in (("observer_template", task.observer_template), ("revise_template", task.revise_template)):
+        if template is not None and "query" not in template_fields(template, f"task.{key}"):
+            raise ConfigError(f"task.{key}: must contain {{query}}, e.g. "
                               "'Improve this: {query}{answers}\\n{query}'")
+    _check_rounds_and_credit(config)
     for name in config.log.report_to:
         if name not in TRACKERS:
             raise ConfigError(f"log.report_to: unknown tracker {name!r}; choose from {', '.join(TRACKERS)}")
@@ -144,6 +150,24 @@ def validate(config: RunConfig) -> RunConfig:
         raise ConfigError(f"mixed_precision: bf16 autocasts over float32 weights, but dtype is "
                           f"{config.dtype}; set dtype=float32 (or mixed_precision=no)")
     return config
+
+
+def _check_rounds_and_credit(config: RunConfig) -> None:
+    """``topology.answer: vote`` needs final answers; difference credit needs edges and lambda."""
+    topo, collective = config.topology, config.collective
+    if topo.answer == "vote" and config.task.name not in EXACT_ANSWER_TASKS:
+        raise ConfigError(f"topology.answer: vote takes the majority final answer, which task "
+                          f"'{config.task.name}' does not have; use it with {' or '.join(EXACT_ANSWER_TASKS)}, "
+                          "or set topology.answer: last")
+    if collective.credit == "difference":
+        if topo.name in ("single", "independent") and topo.rounds == 1:
+            raise ConfigError(f"collective.credit: difference credits a turn with what its answer changed in the "
+                              f"turns that see it, and topology '{topo.name}' with topology.rounds: 1 has no "
+                              "such edges; set topology.rounds: 2 or more, pick a topology with edges, or "
+                              "use collective.credit: sum")
+        if collective.lambda_ == 0:
+            raise ConfigError("collective.credit: difference scales what a turn changed by collective.lambda, "
+                              "which is 0, so it would change nothing; set collective.lambda (1 for CORY)")
 
 
 def _check_vllm_engine(config: RunConfig) -> None:

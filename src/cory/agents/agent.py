@@ -4,7 +4,8 @@ The agent owns its optimiser and LR schedule, KL controller, score moments, base
 Elastic-Reset EMA, and a handle to its (possibly shared) reference. It talks to the
 trainer in text and plain numbers only (prompts in; responses, values, statistics out), so
 the same object can live in another process (a Ray actor) unchanged. Between
-``generate`` and ``update`` it keeps its last rollout to itself.
+``generate`` and ``update`` it keeps the iteration's rollouts to itself: one, or one per
+round when it answers in several (``GenerateRequest.turn``).
 
 Its neighbours: ``prompts`` (chat template, truncation), ``sampling`` (settings and length
 budgets), ``engine_sampling`` (rollouts on vLLM), ``minibatch_steps`` (the update's
@@ -78,7 +79,7 @@ class Agent:
         self.scorer = compile_policy(self.policy, device) if compiled else self.policy
         self.activate()
         self.learner = self._new_learner()
-        self.rollout: Rollout | None = None
+        self.rollouts: list[Rollout] = []  # this iteration's kept turns, in order
         # generation.engine: vllm -- agents with adapters on one peft base share its engine.
         self.engine = engine or (self._engine() if settings.generation.engine == "vllm" else None)
         self.sampler_logprob_gap: float | None = None  # vLLM's log-probs against the policy's
@@ -148,7 +149,7 @@ class Agent:
 
     def _generate(self, request: GenerateRequest) -> Reply:
         settings, gen = self.settings, self.settings.generation
-        step, phase, keep = request.step, request.phase, request.keep
+        step, phase, keep = request.step, request.random_stream, request.keep
         started = time.perf_counter()
         encoded = self.prompts.encode(request.prompts, self.device)
         query_ids, query_mask = encoded.ids, encoded.mask
@@ -184,7 +185,9 @@ class Agent:
                                   with_values=settings.uses_values)
             logprobs, values, policy_logits = out.logprobs * mask, out.values * mask, out.logits
             if self.engine is not None and keep:
-                self.sampler_logprob_gap = logprob_gap(generated.logprobs, logprobs, mask, how)
+                gaps = [logprob_gap(generated.logprobs, logprobs, mask, how),
+                        self.sampler_logprob_gap if request.turn > 0 else None]  # the largest over turns
+                self.sampler_logprob_gap = max((g for g in gaps if g is not None), default=None)
         ref_logprobs = reference.logprobs * mask
         kl_tokens = kl_per_token(
             logprobs, ref_logprobs, settings.ppo.kl_penalty,
@@ -193,7 +196,7 @@ class Agent:
         ) * mask
         rollout = Rollout.of(generated, logprobs, values, ref_logprobs, kl_tokens)
         if keep:
-            self.rollout = rollout
+            self._keep(rollout, request.turn)
         lengths = response_mask.sum(-1).tolist()
         texts = self.tokenizer.batch_decode(
             [ids[:n] for ids, n in zip(response_ids.tolist(), lengths)],
@@ -211,6 +214,15 @@ class Agent:
             seconds={"generate": generated_at - started, "reference": finished - generated_at},
         )
 
+    def _keep(self, rollout: Rollout, turn: int) -> None:
+        """Hold ``rollout`` as this iteration's turn ``turn`` (0 starts a new set)."""
+        if turn == 0:
+            self.rollouts = []
+        elif turn != len(self.rollouts):
+            raise CoryError(f"{self.name}: asked to keep turn {turn} while holding {len(self.rollouts)} "
+                            "turn(s) of this iteration; turns are kept in order from 0")
+        self.rollouts.append(rollout)
+
     def _score_reference(self, query_ids: torch.Tensor, query_mask: torch.Tensor,
                          response_ids: torch.Tensor, response_mask: torch.Tensor) -> PolicyOutput:
         """The KL anchor: the frozen reference, or (Elastic Reset option) the policy's EMA."""
@@ -224,13 +236,14 @@ class Agent:
 
     # ----------------------------------------------------------------- update
     def update(self, scores: list[float], step: int) -> Stats:
-        """Learn from the held rollout, each response scored by ``scores``."""
-        if self.rollout is None:
+        """Learn from the held turns as one batch, each response scored by ``scores`` (the
+        turns' responses in order)."""
+        if not self.rollouts:
             raise CoryError(f"{self.name}: update() called without a rollout; call generate() first")
         self.activate()
         self.learner.dropout_active = self.settings.dropout_as_trl
         self.policy.lm.train(self.learner.dropout_active)
-        rollout, self.rollout = self.rollout, None
+        rollout, self.rollouts = Rollout.concat(self.rollouts), []
         ppo = self.settings.ppo
         started = time.perf_counter()
         raw = torch.tensor(scores, dtype=torch.float32, device=self.device)

@@ -26,7 +26,7 @@ def length_budgets(gen: GenerationConfig, seed: int, agent: int, batch: int, ste
         return None
     low, high = gen.length_sampler
     if gen.length_sampler_per == "batch":
-        if cycle is not None and phase == "train":
+        if cycle is not None and phase.startswith("train"):
             step = step % cycle
         drawn = torch.randint(low, high + 1, (1,), generator=generator("length", seed, step, phase))
         return drawn.expand(batch)

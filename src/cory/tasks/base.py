@@ -1,4 +1,5 @@
-"""A task: training and test prompts, the default reward, and the observer's template."""
+"""A task: training and test prompts, the default reward, and the templates of a turn that is
+shown earlier answers (the observer's, and the revise template of later rounds)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from typing import Callable
 from cory.errors import CoryError
 from cory.types import Prompt
 
+
+GENERIC_REVISE_TEMPLATE = "{query}\nEarlier answers:\n{answers}\nA better answer:\n"
 
 DEFAULT_REWARDS = {"imdb": "sentiment", "gsm8k": "exact_match", "arithmetic": "exact_match",
                    "hh": "reward_model", "toy": "target_fraction"}
@@ -27,6 +30,7 @@ class Task:
     chat: bool = False  # whether prompts are chat messages (formatted by each agent's template)
     checker: Callable[[list[Prompt], list[str]], list[bool]] | None = None  # correct answers
     stop_strings: list[str] = field(default_factory=list)  # a response ends at any of these
+    revise_template: str = GENERIC_REVISE_TEMPLATE  # rounds > 0: {answers} holds the earlier answers
 
     def __post_init__(self) -> None:
         if not self.train:
@@ -34,10 +38,14 @@ class Task:
         if not self.test:
             raise CoryError(f"task '{self.name}': no test prompts; lower task.n_test or add data")
 
-    def observer_prompt(self, prompt: Prompt, answers: list[str]) -> str:
-        """The prompt of a role that sees earlier ``answers`` to ``prompt``."""
-        return self.observer_template.format(query=prompt.query,
-                                             answers=self.answer_separator.join(answers))
+    def prompt_for(self, prompt: Prompt, answers: list[str], revising: bool = False) -> str:
+        """The prompt of a turn shown ``answers`` to ``prompt``: the plain query when it is
+        shown none, else the observer template (first round) or the revise template (later
+        rounds, ``revising``)."""
+        if not answers:
+            return prompt.query
+        template = self.revise_template if revising else self.observer_template
+        return template.format(query=prompt.query, answers=self.answer_separator.join(answers))
 
 
 def split_train_test(items: list, n_test: int, seed: int = 0) -> tuple[list, list]:

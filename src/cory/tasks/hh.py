@@ -18,6 +18,8 @@ ASSISTANT = "\n\nAssistant:"
 HUB_ID = "Anthropic/hh-rlhf"
 OBSERVER_TEMPLATE = ("{query} {answers}\n\nHuman: Please give a better answer: more helpful, "
                      "honest and harmless." + ASSISTANT)
+REVISE_TEMPLATE = ("{query} {answers}\n\nHuman: Taking the earlier answers into account, please give a "
+                   "better answer: more helpful, honest and harmless." + ASSISTANT)
 
 
 def split_dialogue(text: str, where: str) -> tuple[str, str]:
@@ -67,6 +69,7 @@ def build_hh(config: TaskConfig) -> Task:
         test=[Prompt(p) for p in test],
         default_reward=DEFAULT_REWARDS["hh"],
         observer_template=config.observer_template or OBSERVER_TEMPLATE,
+        revise_template=config.revise_template or REVISE_TEMPLATE,
         answer_separator=config.answer_separator,
         stop_strings=config.stop_strings if config.stop_strings is not None else ["\n\nHuman:"],
     )

@@ -20,6 +20,7 @@ from cory.tasks.base import DEFAULT_REWARDS, Task, split_train_test
 from cory.types import Prompt
 
 OBSERVER_TEMPLATE = 'I can make this sentence "{query}{answers}" more positive: {query}'
+REVISE_TEMPLATE = 'Earlier endings of "{query}":\n{answers}\nI can make this sentence more positive: {query}'
 
 
 def _clean(text: str) -> str:
@@ -72,5 +73,6 @@ def build_imdb(config: TaskConfig, tokenizer: PreTrainedTokenizerBase) -> Task:
         test=review_prefixes(test_reviews, tokenizer, low, high, seed=2),
         default_reward=DEFAULT_REWARDS["imdb"],
         observer_template=config.observer_template or OBSERVER_TEMPLATE,
+        revise_template=config.revise_template or REVISE_TEMPLATE,
         answer_separator=config.answer_separator,
     )

@@ -21,6 +21,10 @@ CHAT_OBSERVER = ("{query}\n\nHere is a proposed solution:\n{answers}\n\n"
                  "Check it step by step and write a correct solution. "
                  "Write the final answer as a number after '####'.")
 PLAIN_OBSERVER = "{query} {answers}\nThe solution above may be wrong. A checked solution:"
+CHAT_REVISE = ("{query}\n\nHere are earlier solutions:\n{answers}\n\n"
+               "Check them step by step and write a correct solution. "
+               "Write the final answer as a number after '####'.")
+PLAIN_REVISE = "{query} {answers}\nThe solutions above may be wrong. A checked solution:"
 
 
 @dataclass(frozen=True)
@@ -55,6 +59,7 @@ def math_task(name: str, config: TaskConfig, train: list[Problem], test: list[Pr
         test=format_prompts(test[: config.n_test], shots, chat),
         default_reward=DEFAULT_REWARDS[name],
         observer_template=config.observer_template or (CHAT_OBSERVER if chat else PLAIN_OBSERVER),
+        revise_template=config.revise_template or (CHAT_REVISE if chat else PLAIN_REVISE),
         answer_separator=config.answer_separator,
         chat=chat,
         checker=check_answers,

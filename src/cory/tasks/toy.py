@@ -27,5 +27,6 @@ def build_toy(config: TaskConfig) -> Task:
         test=random_prompts(config.n_test, seed=2),
         default_reward=DEFAULT_REWARDS["toy"],
         observer_template=config.observer_template or "{answers}|{query}",
+        revise_template=config.revise_template or "{answers}||{query}",
         answer_separator=config.answer_separator,
     )
