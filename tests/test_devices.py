@@ -38,7 +38,8 @@ def device_rollout(batch: int = 4, query: int = 3, response: int = 5, vocab: int
         torch.randint(0, vocab, (batch, query), device=cuda), torch.ones(batch, query, dtype=torch.long, device=cuda),
         torch.randint(0, vocab, (batch, response), device=cuda), mask,
         torch.randn(batch, response, device=cuda), torch.randn(batch, response, device=cuda),
-        torch.randn(batch, response, device=cuda), torch.randn(batch, response, device=cuda))
+        torch.randn(batch, response, device=cuda), torch.randn(batch, response, device=cuda),
+        torch.randn(batch, response, device=cuda))
 
 
 @pytest.mark.parametrize("name", ["ppo", "reinforce_clip", "rloo", "grpo"])

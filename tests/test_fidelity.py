@@ -195,7 +195,7 @@ def hand_batch(logprobs, old_logprobs, advantages):
     zeros = torch.zeros(shape)
     batch = MiniBatch(torch.zeros(shape[0], 1, dtype=torch.long), torch.ones(shape[0], 1, dtype=torch.long),
                       torch.zeros(shape, dtype=torch.long), torch.ones(shape, dtype=torch.long),
-                      old_logprobs, zeros, advantages, zeros)
+                      old_logprobs, zeros, advantages, zeros, old_logprobs)
     out = PolicyOutput(logprobs.requires_grad_(), zeros, None, zeros)
     return out, batch
 
@@ -240,7 +240,8 @@ def test_reinforce_in_the_authors_form_uses_trl_gae_returns_unwhitened():
     mask = torch.ones(1, 2)
     rollout = Rollout(torch.zeros(1, 1, dtype=torch.long), torch.ones(1, 1, dtype=torch.long),
                       torch.zeros(1, 2, dtype=torch.long), torch.ones(1, 2, dtype=torch.long),
-                      torch.zeros(1, 2), torch.tensor([[0.5, 0.2]]), torch.zeros(1, 2), torch.zeros(1, 2))
+                      torch.zeros(1, 2), torch.tensor([[0.5, 0.2]]), torch.zeros(1, 2), torch.zeros(1, 2),
+                      torch.zeros(1, 2))
     authors = AlgorithmConfig(name="reinforce_clip", returns="trl_gae", whiten_returns=False)
     targets = compute_targets(objective_of(authors, PPOConfig(gamma=1.0, lam=0.95)), rollout, torch.tensor([1.0]), 0.0, None)
     # GAE by hand: delta_1 = 1 - 0.2 = 0.8; delta_0 = 0.2 - 0.5 = -0.3; A_0 = -0.3 + 0.95 * 0.8

@@ -93,3 +93,34 @@ def test_stop_strings_end_a_row_and_are_cut_from_the_text(tiny):
     written = tiny.tokenizer.decode(stopped.response_ids[0][stopped.response_mask[0].bool()])
     assert written.endswith(marker) and len(written) <= 4
     assert stops.cut(written) == written[: written.find(marker)]
+
+
+@pytest.mark.parametrize("spec", ["tiny-random", "tiny-random-gpt2"])
+def test_the_static_cache_decode_gives_the_dynamic_loops_tokens_and_logprobs(spec):
+    from cory.models.generation import Decoder
+
+    loaded = load_model(spec)
+    head = ValueHead(hidden_size_of(loaded.model), torch.Generator().manual_seed(0))
+    settings = SamplingSettings(max_new_tokens=12, temperature=0.8, repetition_penalty=1.3)
+    budgets = torch.tensor([12, 3, 7])
+    dynamic = run(loaded, settings, seed=4, value_head=head, max_new_per_row=budgets)
+    static = run(loaded, settings, seed=4, value_head=head, max_new_per_row=budgets, decoder=Decoder(static=True))
+    assert torch.equal(dynamic.response_ids, static.response_ids)
+    assert torch.equal(dynamic.response_mask, static.response_mask)
+    assert torch.allclose(dynamic.logprobs, static.logprobs, atol=1e-5)
+    assert torch.allclose(dynamic.values, static.values, atol=1e-5)
+
+
+def test_the_compiled_decode_step_gives_the_same_tokens_and_logprobs(tiny):
+    from cory.models.generation import Decoder
+
+    settings = SamplingSettings(max_new_tokens=8, temperature=0.9)
+    dynamic = run(tiny, settings, seed=5)
+    compiled = run(tiny, settings, seed=5, decoder=Decoder(compiled=True))
+    assert torch.equal(dynamic.response_ids, compiled.response_ids)
+    assert torch.allclose(dynamic.logprobs, compiled.logprobs, atol=1e-5)
+
+
+def test_min_new_tokens_without_stop_tokens_samples_the_full_budget(tiny):
+    out = run(tiny, SamplingSettings(max_new_tokens=5, min_new_tokens=5), stop=[])
+    assert out.response_mask.sum(-1).tolist() == [5, 5, 5]

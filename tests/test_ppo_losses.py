@@ -57,3 +57,40 @@ def test_explained_variance():
     mask = torch.ones(1, 4)
     assert explained_variance(returns, returns, mask) == pytest.approx(1.0)
     assert explained_variance(torch.zeros(1, 4), returns, mask) == pytest.approx(0.0)
+
+
+def test_truncated_importance_sampling_weighs_each_tokens_loss_by_the_capped_ratio():
+    """generation.vllm.correction: tis, by hand: the policy gave the two sampled tokens
+    log-probs log 0.5 and log 0.2, the sampler log 0.25 and log 0.4; C = 1.5."""
+    from cory.agents.settings import objective_of
+    from cory.batches import MiniBatch
+    from cory.config import AlgorithmConfig, PPOConfig
+    from cory.algorithms.objective import minibatch_loss
+    from cory.models.policy import PolicyOutput
+
+    old = torch.log(torch.tensor([[0.5, 0.2]]))
+    sampler = torch.log(torch.tensor([[0.25, 0.4]]))
+    ones = torch.ones(1, 2)
+    batch = MiniBatch(torch.zeros(1, 1, dtype=torch.long), torch.ones(1, 1, dtype=torch.long),
+                      torch.zeros(1, 2, dtype=torch.long), torch.ones(1, 2, dtype=torch.long),
+                      old, torch.zeros(1, 2), ones, ones, sampler)
+    out = PolicyOutput(logprobs=old.clone(), values=torch.zeros(1, 2), entropy=None, logits=None)  # ratio 1
+    objective = objective_of(AlgorithmConfig(name="ppo"), PPOConfig(vf_coef=0.0), tis_cap=1.5)
+    loss, stats = minibatch_loss(objective, out, batch)
+    # weights min(0.5 / 0.25, 1.5) = 1.5 and min(0.2 / 0.4, 1.5) = 0.5; per-token loss -A * 1 = -1
+    assert stats["policy_loss"].item() == pytest.approx(-(1.5 + 0.5) / 2)
+    assert stats["tis_weight"].item() == pytest.approx(1.0)
+    assert stats["tis_truncated"].item() == pytest.approx(0.5)
+    plain, plain_stats = minibatch_loss(objective_of(AlgorithmConfig(name="ppo"), PPOConfig(vf_coef=0.0)), out, batch)
+    assert plain_stats["policy_loss"].item() == pytest.approx(-1.0) and "tis_weight" not in plain_stats
+
+
+def test_the_mismatch_kl_is_the_k3_estimator_on_the_sampled_tokens():
+    from cory.agents.engine_sampling import mismatch_kl
+
+    sampler = torch.log(torch.tensor([[0.5, 0.25, 0.9]]))
+    policy = torch.log(torch.tensor([[0.25, 0.25, 0.1]]))
+    mask = torch.tensor([[1.0, 1.0, 0.0]])  # the third token is padding
+    # l = log 0.5, 0: k3 = (0.5 - 1 - log 0.5) + 0, over two tokens
+    assert mismatch_kl(sampler, policy, mask) == pytest.approx((0.5 - 1 - math.log(0.5)) / 2)
+    assert mismatch_kl(sampler, sampler, mask) == 0.0

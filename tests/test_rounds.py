@@ -13,6 +13,7 @@ from cory.multi.collective import difference_credit, discount_turns, sum_credit,
 from cory.multi.episode import Episode, majority_turn, run_episode, system_choice
 from cory.multi.topology import build_topology
 from cory.multi.transfer import copy_rate, flip_rates, overlap, transfer_metrics
+from cory.seeding import generator
 from cory.trainer import Trainer
 from cory.types import GenerateRequest, Prompt, Reply
 from cory.validation import ignored_settings
@@ -67,12 +68,29 @@ def test_an_agent_keeps_every_turn_and_its_one_update_trains_on_all_of_them(make
         trainer.close()
 
 
+def test_each_mini_batch_holds_rows_of_one_turn_and_every_row_comes_once_per_epoch(make_config):
+    from cory.agents.minibatch_steps import MinibatchSteps
+    from cory.agents.settings import AgentSettings
+
+    settings = AgentSettings.of(make_config(method="refine", ppo__batch_size=8, ppo__mini_batch_size=4,
+                                            ppo__gradient_accumulation_steps=2))
+    steps = MinibatchSteps(0, torch.nn.Identity(), None, settings, None, torch.device("cpu"))
+    groups = steps.groups([8, 8], step=3, epoch=1)
+    minibatches = [rows for group in groups for rows in group]
+    assert [len(group) for group in groups] == [2, 2] and all(len(rows) == 4 for rows in minibatches)
+    assert all(bool((rows < 8).all()) or bool((rows >= 8).all()) for rows in minibatches)
+    assert sorted(torch.cat(minibatches).tolist()) == list(range(16))
+    one_turn = steps.groups([8], step=3, epoch=1)  # one turn: one shuffle of its rows, as before rounds
+    expected = torch.randperm(8, generator=generator("minibatch", settings.seed, 3, 0, 1)).split(4)
+    assert [rows.tolist() for group in one_turn for rows in group] == [rows.tolist() for rows in expected]
+
+
 def test_turns_are_joined_into_one_rollout_with_masked_padding():
     def rollout(query_width, response_width, rows, fill):
         shape_q, shape_r = (rows, query_width), (rows, response_width)
         ones = torch.ones(shape_r)
         return Rollout(torch.full(shape_q, fill), torch.ones(shape_q, dtype=torch.long), torch.full(shape_r, fill),
-                       torch.ones(shape_r, dtype=torch.long), ones * fill, ones * fill, ones * fill, ones * fill)
+                       torch.ones(shape_r, dtype=torch.long), *(ones * fill for _ in range(5)))
 
     a, b = rollout(3, 2, 2, 5), rollout(1, 4, 1, 7)
     assert Rollout.concat([a]) is a

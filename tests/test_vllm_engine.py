@@ -109,7 +109,8 @@ def test_shared_weights_are_seen_by_a_reader_after_each_write():
     assert not Path(shared.path).exists()
 
 
-@pytest.mark.parametrize("key, value", [("generation__penalise_padding", True), ("agents__dropout", "trl")])
+@pytest.mark.parametrize("key, value", [("generation__penalise_padding", True), ("agents__dropout", "trl"),
+                                        ("generation__compile", True)])
 def test_what_vllm_cannot_do_is_refused_at_load(make_config, key, value):
     with pytest.raises(ConfigError, match=key.replace("__", ".")):
         vllm_config(make_config, **{key: value})
@@ -118,6 +119,18 @@ def test_what_vllm_cannot_do_is_refused_at_load(make_config, key, value):
 def test_every_vllm_conflict_is_named_in_one_message(make_config):
     with pytest.raises(ConfigError, match=r"generation.penalise_padding: not available .*; agents.dropout: not available"):
         vllm_config(make_config, generation__penalise_padding=True, agents__dropout="trl")
+
+
+@pytest.mark.parametrize("key, value", [("generation__top_p", 0.9), ("generation__top_k", 5),
+                                        ("generation__repetition_penalty", 1.2), ("generation__min_new_tokens", 2)])
+def test_truncated_importance_sampling_refuses_filters_that_reshape_the_sampler(make_config, key, value):
+    with pytest.raises(ConfigError, match=f"{key.replace('__', '.')}: generation.vllm.correction: tis"):
+        vllm_config(make_config, generation__vllm__correction="tis", **{key: value})
+
+
+def test_a_rollout_correction_without_vllm_is_refused(make_config):
+    with pytest.raises(ConfigError, match="generation.vllm.correction: corrects for vLLM's sampler"):
+        make_config(generation__vllm__correction="tis")
 
 
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="this interpreter has vLLM")
@@ -240,10 +253,11 @@ def _alive(pid: int) -> bool:
 
 @needs_vllm
 def test_cory_lora_agents_are_adapters_of_one_engine_reloaded_after_each_update(make_config, tmp_path, capfd):
-    # CORY's pair over two rounds with difference credit: every turn and counterfactual on the engine
+    # CORY's pair over two rounds with difference credit: every turn and counterfactual on the
+    # engine; the policy loss corrected by truncated importance sampling against the engine
     config = vllm_config(make_config, method="refine", collective__credit="difference", steps=3, eval_every=3,
                          agents__lora__enabled=True, agents__lora__r=8, ppo__learning_rate=5e-2,
-                         output_dir=str(tmp_path / "run"))
+                         generation__vllm__correction="tis", output_dir=str(tmp_path / "run"))
     before = engine_files()
     trainer = run_trainer(config)
     first, second = trainer.agents.agents
@@ -257,6 +271,8 @@ def test_cory_lora_agents_are_adapters_of_one_engine_reloaded_after_each_update(
     for row in rows:  # the engine samples from each adapter as the agent trained it
         assert row["agent0/sampler_logprob_gap"] < 1e-4 and row["agent1/sampler_logprob_gap"] < 1e-4
         assert row["sampler_logprob_gap"] == max(row["agent0/sampler_logprob_gap"], row["agent1/sampler_logprob_gap"])
+        assert 0 <= row["mismatch_kl"] < 0.02  # CPU fp32: the engine's kernels and the policy's agree
+        assert row["agent0/tis_weight"] == pytest.approx(1.0, abs=0.01)
     assert rows[-1]["kl"] > 0.01  # the adapters did move the policy (B starts at zero)
 
 

@@ -2,7 +2,8 @@
 
     TokenBatch     token ids and masks: queries left-padded, responses right-padded
     SampledBatch   + what the sampler (ours or vLLM's) recorded per token   <- sampling
-    Rollout        + the policy's and the reference's per-token log-probs   <- SampledBatch, scored
+    Rollout        + the policy's and the reference's per-token log-probs (and the sampler's
+                   kept beside them)                                        <- SampledBatch, scored
     MiniBatch      rows of a Rollout + their advantages and returns, padding trimmed
     Reply          (cory.types) a Rollout as text and numbers, what an agent sends back
     Episode        (cory.multi.episode) every role's prompts and Replies for one batch of queries
@@ -51,12 +52,13 @@ class Rollout(TokenBatch):
     values: torch.Tensor
     ref_logprobs: torch.Tensor
     kl_tokens: torch.Tensor  # the configured KL estimator at each token (for the penalty)
+    sampler_logprobs: torch.Tensor  # what the sampler recorded (vLLM's own on that engine)
 
     @classmethod
-    def of(cls, sampled: TokenBatch, logprobs: torch.Tensor, values: torch.Tensor, ref_logprobs: torch.Tensor,
+    def of(cls, sampled: SampledBatch, logprobs: torch.Tensor, values: torch.Tensor, ref_logprobs: torch.Tensor,
            kl_tokens: torch.Tensor) -> Rollout:
         return cls(sampled.query_ids, sampled.query_mask, sampled.response_ids, sampled.response_mask,
-                   logprobs, values, ref_logprobs, kl_tokens)
+                   logprobs, values, ref_logprobs, kl_tokens, sampled.logprobs.to(logprobs.device))
 
     @classmethod
     def concat(cls, rollouts: list[Rollout]) -> Rollout:
@@ -105,13 +107,14 @@ class MiniBatch(TokenBatch):
     old_values: torch.Tensor
     advantages: torch.Tensor
     returns: torch.Tensor
+    sampler_logprobs: torch.Tensor
 
     @classmethod
     def take(cls, rollout: Rollout, rows: torch.Tensor, advantages: torch.Tensor,
              returns: torch.Tensor, trim: bool = True) -> MiniBatch:
         batch = cls(rollout.query_ids[rows], rollout.query_mask[rows], rollout.response_ids[rows],
                     rollout.response_mask[rows], rollout.logprobs[rows], rollout.values[rows],
-                    advantages[rows], returns[rows])
+                    advantages[rows], returns[rows], rollout.sampler_logprobs[rows])
         if not trim:
             return batch
         query_cols, response_cols = trim_padding(batch.query_ids, batch.query_mask, batch.response_mask)

@@ -30,6 +30,11 @@ class VLLMConfig:
     enforce_eager: bool = option(True, help="no CUDA graphs (they take minutes to capture at start)")
     start_timeout: float = option(600.0, gt=0, help="seconds the engine may take to start or reload weights")
     sample_timeout: float = option(1800.0, gt=0, help="seconds one batch of rollouts may take")
+    correction: Literal["none", "tis"] = option(
+        "none", help="tis: truncated importance sampling, each token's policy loss weighted by "
+                     "min(p_policy / p_sampler, tis_cap) for the difference between vLLM's kernels and "
+                     "the policy's (needs plain sampling: no top_k, top_p, repetition penalty or min_new_tokens)")
+    tis_cap: float = option(2.0, gt=0, help="tis: the largest importance weight C")
 
 
 @dataclass
@@ -56,6 +61,10 @@ class GenerationConfig:
         False, help="the repetition penalty also counts the prompt's left padding as seen (with "
                     "pad = EOS it penalises EOS), as Hugging Face's generate under TRL 0.7's "
                     "batched generation does in the CORY authors' scripts")
+    compile: bool = option(
+        False, help="hf engine: decode with a static KV cache written in place and the decode step "
+                    "compiled (torch.compile mode reduce-overhead: CUDA graphs on a GPU; on CPU it needs "
+                    "a C++ compiler); same tokens, a one-off compile per batch shape")
     engine: Literal["hf", "vllm"] = option(
         "hf", help="hf: our decode loop in the agent's process; vllm: a vLLM engine per agent in its own "
                    "process, weights pushed after every update (log-probs and values recomputed by the policy)")

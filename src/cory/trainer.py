@@ -240,9 +240,10 @@ class Trainer:
             values = [s[key] for s in stats.values() if isinstance(s.get(key), (int, float))]
             if values:
                 row[key] = float(np.mean(values))
-        gaps = [s["sampler_logprob_gap"] for s in stats.values() if isinstance(s.get("sampler_logprob_gap"), float)]
-        if gaps:  # each agent's gap is already a maximum over its tokens: the headline is the largest
-            row["sampler_logprob_gap"] = max(gaps)
+        for key in ("sampler_logprob_gap", "mismatch_kl"):  # vLLM against the policy: the worst agent
+            found = [s[key] for s in stats.values() if isinstance(s.get(key), float)]
+            if found:
+                row[key] = max(found)
         if episode.n_turns > 1:
             chosen = system_choice(episode, self.config.topology.answer)
             row["system/task_reward"] = gather_selected(task_rewards, chosen).mean().item()

@@ -114,6 +114,9 @@ def validate(config: RunConfig) -> RunConfig:
                               f"agents.shards: {shards} ranks; raise it to at least {shards}")
     if config.generation.engine == "vllm":
         _check_vllm_engine(config)
+    elif config.generation.vllm.correction != "none":
+        raise ConfigError("generation.vllm.correction: corrects for vLLM's sampler, but generation.engine is "
+                          "hf (our sampler is the policy); set generation.engine: vllm or correction: none")
     if config.reward.name == "python" and not config.reward.function:
         raise ConfigError("reward.function: reward 'python' needs 'module:function'")
     if config.reward.name == "remote" and not (config.reward.url or config.reward.urls):
@@ -176,8 +179,18 @@ def _check_vllm_engine(config: RunConfig) -> None:
         "generation.penalise_padding": (config.generation.penalise_padding,
                                         "vLLM sees no left padding; set it to false"),
         "agents.dropout": (config.agents.dropout == "trl", "vLLM samples without dropout; set it to off"),
+        "generation.compile": (config.generation.compile, "it compiles our decode loop; vLLM captures its own "
+                                                          "with generation.vllm.enforce_eager: false"),
     }
     found = [f"{key}: not available with generation.engine: vllm ({fix})"
              for key, (applies, fix) in unsupported.items() if applies]
+    gen = config.generation
+    if gen.vllm.correction == "tis":
+        reshaping = {"generation.top_k": gen.top_k != 0, "generation.top_p": gen.top_p != 1.0,
+                     "generation.repetition_penalty": gen.repetition_penalty != 1.0,
+                     "generation.min_new_tokens": gen.min_new_tokens != 0}
+        found += [f"{key}: generation.vllm.correction: tis weighs tokens by p_policy / p_sampler, which "
+                  f"this filter makes differ by design; set it off or set correction: none"
+                  for key, applies in reshaping.items() if applies]
     if found:  # every conflict at once, not one per run
         raise ConfigError("; ".join(found))

@@ -25,7 +25,7 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from cory.agents.elastic_reset import ElasticReset
-from cory.agents.engine_sampling import logprob_gap, sample_on_engine
+from cory.agents.engine_sampling import comparable, logprob_gap, mismatch_kl, sample_on_engine
 from cory.agents.export import export_policy
 from cory.agents.learner import LearnerState
 from cory.agents.minibatch_steps import MinibatchSteps
@@ -43,7 +43,7 @@ from cory.batches import Rollout
 from cory.distributed.sharding import Shards, gathered, shard_policy
 from cory.engines.vllm_engine import VLLMEngine
 from cory.errors import CoryError
-from cory.models.generation import StopStrings, sample
+from cory.models.generation import Decoder, StopStrings, sample
 from cory.models.policy import Policy, PolicyOutput, ValueHead, compile_policy, hidden_size_of, score_sequences
 from cory.models.reference import Reference
 from cory.seeding import derive_seed, generator
@@ -83,6 +83,7 @@ class Agent:
         # generation.engine: vllm -- agents with adapters on one peft base share its engine.
         self.engine = engine or (self._engine() if settings.generation.engine == "vllm" else None)
         self.sampler_logprob_gap: float | None = None  # vLLM's log-probs against the policy's
+        self.decoder = Decoder(compiled=settings.generation.compile, device=device)
 
     def _engine(self) -> VLLMEngine:
         gen = self.settings.generation
@@ -171,7 +172,7 @@ class Agent:
                 self.policy.lm, query_ids, query_mask, how, self.stop_ids,
                 self.tokenizer.pad_token_id, generator=sampler,
                 value_head=self.policy.value_head if from_sampling and settings.uses_values else None,
-                max_new_per_row=row_budgets, stop_strings=self.stop_strings)
+                max_new_per_row=row_budgets, stop_strings=self.stop_strings, decoder=self.decoder)
         response_ids, response_mask = generated.response_ids, generated.response_mask
         generated_at = time.perf_counter()
         mask = response_mask.float()
@@ -243,6 +244,7 @@ class Agent:
         self.activate()
         self.learner.dropout_active = self.settings.dropout_as_trl
         self.policy.lm.train(self.learner.dropout_active)
+        turn_sizes = [turn.size for turn in self.rollouts]
         rollout, self.rollouts = Rollout.concat(self.rollouts), []
         ppo = self.settings.ppo
         started = time.perf_counter()
@@ -260,7 +262,7 @@ class Agent:
         counts = 0
         skipped = 0
         for epoch in range(ppo.ppo_epochs):
-            for group in steps.groups(rollout.size, step, epoch):
+            for group in steps.groups(turn_sizes, step, epoch):
                 outcome = steps.take(rollout, targets, group)
                 if outcome is None:
                     skipped += 1
@@ -294,6 +296,8 @@ class Agent:
             self.engine.changed(self.adapter)  # pushed before the next rollout
             if self.sampler_logprob_gap is not None:
                 stats["sampler_logprob_gap"] = self.sampler_logprob_gap
+            if comparable(sampling_settings(self.settings.generation, greedy=False)):
+                stats["mismatch_kl"] = mismatch_kl(rollout.sampler_logprobs, rollout.logprobs, mask)
             stats["time/weight_push"] = self.engine.seconds_loading
         return stats
 

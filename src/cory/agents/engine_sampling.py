@@ -32,10 +32,26 @@ def sample_on_engine(engine: VLLMEngine, lm: nn.Module, shards: Shards | None, q
     return to_sampled_batch(shards.from_first(answers), query_ids, query_mask, pad_id)
 
 
+def comparable(how: SamplingSettings) -> bool:
+    """Whether the engine's token log-probs mean what the policy's do: both are the model's
+    distribution at the temperature, so no filter may reshape the engine's (top-k, top-p, the
+    repetition penalty, EOS suppressed by min_new_tokens) and the draw is not greedy."""
+    return (not how.greedy and how.top_k == 0 and how.top_p == 1.0 and how.repetition_penalty == 1.0
+            and how.min_new_tokens == 0)
+
+
 def logprob_gap(sampled: torch.Tensor, recomputed: torch.Tensor, mask: torch.Tensor,
                 how: SamplingSettings) -> float | None:
-    """Largest |engine - policy| log-prob over response tokens. vLLM reports log-probs
-    before temperature, so the comparison holds at temperature 1 only (else None)."""
-    if how.temperature != 1.0 or not bool(mask.any()):
+    """Largest |engine - policy| log-prob over response tokens (None where they are not
+    ``comparable``)."""
+    if not comparable(how) or not bool(mask.any()):
         return None
     return float(((sampled.to(recomputed.device) - recomputed).abs() * mask).max())
+
+
+def mismatch_kl(sampled: torch.Tensor, recomputed: torch.Tensor, mask: torch.Tensor) -> float:
+    """The k3 estimate of KL(sampler || policy) on the sampled tokens: the token mean of
+    ``exp(l) - 1 - l`` with ``l = log p_policy - log p_sampler`` (0 when they agree)."""
+    log_ratio = (recomputed - sampled.to(recomputed.device)) * mask
+    k3 = torch.expm1(log_ratio) - log_ratio
+    return float((k3 * mask).sum() / mask.sum().clamp(min=1))

@@ -25,11 +25,19 @@ class MinibatchSteps:
         self.index, self.scorer, self.learner, self.settings = index, scorer, learner, settings
         self.shards, self.device = shards, device
 
-    def groups(self, size: int, step: int, epoch: int) -> list[list[torch.Tensor]]:
-        """Shuffled mini-batches, grouped by optimiser step (gradient accumulation)."""
+    def groups(self, turn_sizes: list[int], step: int, epoch: int) -> list[list[torch.Tensor]]:
+        """Shuffled mini-batches, grouped by optimiser step (gradient accumulation). With
+        several turns (rounds), each mini-batch holds rows of one turn (their prompts are of
+        a kind: a later round's are longer, and a mixed mini-batch would pad every row to
+        them) and the mini-batches of all turns are shuffled together."""
         ppo = self.settings.ppo
-        order = torch.randperm(size, generator=generator("minibatch", self.settings.seed, step, self.index, epoch))
-        minibatches = list(order.split(ppo.mini_batch_size))
+        draws = generator("minibatch", self.settings.seed, step, self.index, epoch)
+        minibatches, start = [], 0
+        for size in turn_sizes:
+            minibatches += list((start + torch.randperm(size, generator=draws)).split(ppo.mini_batch_size))
+            start += size
+        if len(turn_sizes) > 1:
+            minibatches = [minibatches[i] for i in torch.randperm(len(minibatches), generator=draws).tolist()]
         accumulate = ppo.gradient_accumulation_steps
         return [minibatches[i:i + accumulate] for i in range(0, len(minibatches), accumulate)]
 

@@ -29,14 +29,15 @@ class FastPath:
                    trim_padding=on, head_on_response_only=on, fused_adamw=on)
 
 
-def objective_of(algorithm: AlgorithmConfig, ppo: PPOConfig) -> Objective:
-    """The registry entry of ``algorithm.name`` with the numbers its targets and loss read."""
+def objective_of(algorithm: AlgorithmConfig, ppo: PPOConfig, tis_cap: float | None = None) -> Objective:
+    """The registry entry of ``algorithm.name`` with the numbers its targets and loss read;
+    ``tis_cap`` switches on truncated importance sampling against the sampler."""
     return Objective(
         algorithm=algorithm_named(algorithm.name), gamma=ppo.gamma, lam=ppo.lam,
         whiten_rewards=ppo.whiten_rewards, whiten_advantages=ppo.whiten_advantages,
         returns=algorithm.returns, whiten_returns=algorithm.whiten_returns, group_size=algorithm.group_size,
         cliprange=ppo.cliprange, cliprange_value=ppo.cliprange_value, vf_coef=ppo.vf_coef,
-        ratio_threshold=ppo.ratio_threshold)
+        ratio_threshold=ppo.ratio_threshold, tis_cap=tis_cap)
 
 
 @dataclass(frozen=True)
@@ -73,7 +74,8 @@ class AgentSettings:
             generation=config.generation,
             ppo=config.ppo,
             algorithm=config.algorithm,
-            objective=objective_of(config.algorithm, config.ppo),
+            objective=objective_of(config.algorithm, config.ppo, tis_cap=(
+                config.generation.vllm.tis_cap if config.generation.vllm.correction == "tis" else None)),
             elastic_reset=config.elastic_reset,
             bf16_autocast=config.mixed_precision == "bf16",
             uses_values=(algorithm.value_loss or config.topology.answer == "value"

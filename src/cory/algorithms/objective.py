@@ -37,6 +37,7 @@ class Objective:
     cliprange_value: float
     vf_coef: float
     ratio_threshold: float | None
+    tis_cap: float | None = None  # truncated importance sampling against the sampler (vLLM)
 
 
 @dataclass
@@ -100,13 +101,19 @@ def minibatch_loss(
     mask = batch.response_mask.float()
     algorithm = objective.algorithm
     cliprange = objective.cliprange if algorithm.clipped else float("inf")
-    policy = clipped_policy_loss(out.logprobs, batch.old_logprobs, batch.advantages, mask, cliprange)
+    cap, weights = objective.tis_cap, None
+    if cap is not None:  # min(p_policy / p_sampler, C) at the rollout's policy
+        weights = torch.exp(batch.old_logprobs - batch.sampler_logprobs).clamp(max=cap).detach()
+    policy = clipped_policy_loss(out.logprobs, batch.old_logprobs, batch.advantages, mask, cliprange, weights)
     stats = {
         "policy_loss": policy.loss.detach(),
         "clip_fraction": policy.clip_fraction,
         "approx_kl": policy.approx_kl,
         "ratio": policy.ratio_mean,
     }
+    if cap is not None and weights is not None:
+        stats["tis_weight"] = masked_mean(weights, mask)
+        stats["tis_truncated"] = masked_mean((weights >= cap).float(), mask)
     loss = policy.loss
     if algorithm.value_loss:
         value = clipped_value_loss(out.values, batch.old_values, batch.returns, mask, objective.cliprange_value)

@@ -40,8 +40,10 @@ def clipped_policy_loss(
     advantages: torch.Tensor,
     mask: torch.Tensor,
     cliprange: float,
+    weights: torch.Tensor | None = None,
 ) -> PolicyLoss:
-    """``mean(max(-A * r, -A * clip(r, 1 - eps, 1 + eps)))`` with ``r = p / p_old`` per token.
+    """``mean(w * max(-A * r, -A * clip(r, 1 - eps, 1 + eps)))`` with ``r = p / p_old`` per
+    token and ``w`` the (detached) importance weights of a rollout correction, 1 without.
 
     ``approx_kl`` is ``0.5 * mean((log p - log p_old)^2)``, as in TRL.
     """
@@ -49,7 +51,8 @@ def clipped_policy_loss(
     ratio = torch.exp(log_ratio)
     unclipped = -advantages * ratio
     clipped = -advantages * torch.clamp(ratio, 1.0 - cliprange, 1.0 + cliprange)
-    loss = masked_mean(torch.maximum(unclipped, clipped), mask)
+    per_token = torch.maximum(unclipped, clipped)
+    loss = masked_mean(per_token if weights is None else per_token * weights, mask)
     with torch.no_grad():
         clip_fraction = masked_mean((clipped > unclipped).float(), mask)
         approx_kl = 0.5 * masked_mean(log_ratio.square(), mask)

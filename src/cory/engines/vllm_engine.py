@@ -11,9 +11,11 @@ adapter is saved again after its update and reloaded in place by the next reques
 uses it.
 
 What vLLM returns is turned into the :class:`SampledBatch` our own sampler returns. Its
-log-probs are not used for learning: the agent recomputes log-probs and values with its
-policy (as PPO needs them from the policy that is trained), and reports the largest
-difference as ``sampler_logprob_gap``.
+log-probs (after temperature: the engine runs with ``logprobs_mode: processed_logprobs``) are
+kept beside the ones the agent recomputes with its policy (PPO needs them from the policy that
+is trained): the agent reports the largest difference as ``sampler_logprob_gap``, the k3
+estimate of KL(sampler || policy) as ``mismatch_kl``, and with ``generation.vllm.correction:
+tis`` weights its policy loss by the truncated ratio of the two.
 """
 
 from __future__ import annotations

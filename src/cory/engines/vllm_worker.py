@@ -57,7 +57,7 @@ class Engine:
         lora = {"enable_lora": True, "max_lora_rank": max_lora_rank, "max_loras": max_loras} if max_lora_rank else {}
         self.llm = LLM(model=model, dtype=dtype, max_model_len=max_model_len, seed=seed,
                        gpu_memory_utilization=gpu_memory_utilization, enforce_eager=enforce_eager,
-                       enable_prefix_caching=False, **lora)
+                       enable_prefix_caching=False, logprobs_mode="processed_logprobs", **lora)
         self.weights, self.slots = weights, slots
         import vllm  # optional: runs in .venv-vllm only
 

@@ -6,18 +6,54 @@ min-length filtering) and the value of the state before it, so the rollout needs
 policy forward. Those filters shape how responses are drawn, but the policy PPO trains,
 scores in the update and compares with the reference is the LM itself, as in TRL: the
 recorded log-probs must be the ones the update recomputes, or the first PPO ratio is not 1.
+
+Two decode loops give the same tokens: the default grows a dynamic KV cache and the
+attention mask by one column per token; ``Decoder(static=True)`` preallocates the cache and
+the mask once per batch (their length rounded up to ``STATIC_BUCKET`` tokens, so that batches
+share shapes) and writes each step into them in place, so every decode step has the same
+shapes and can be captured (``Decoder(compiled=True)``: ``torch.compile`` with
+``mode="reduce-overhead"``, CUDA graphs on a GPU; ``generation.compile``).
 """
 
 from __future__ import annotations
 
+import os
+import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
-from transformers import PreTrainedModel, PreTrainedTokenizerBase
+from transformers import PreTrainedModel, PreTrainedTokenizerBase, StaticCache
 
 from cory.batches import SampledBatch
-from cory.errors import CoryError, NumericFault
+from cory.errors import ConfigError, CoryError, NumericFault
 from cory.models.policy import ValueHead, token_logprobs
+
+
+STATIC_BUCKET = 64
+
+
+def decode_step(lm: PreTrainedModel, token: torch.Tensor, attention: torch.Tensor, position: torch.Tensor,
+                cache: Any, hidden: bool) -> Any:
+    """One decode step: the next token's logits (and hidden states) given the cache."""
+    return lm(input_ids=token, attention_mask=attention, position_ids=position, cache=cache, use_cache=True,
+              logits_to_keep=1, output_hidden_states=hidden)
+
+
+class Decoder:
+    """How the decode loop runs its steps: a dynamic cache grown per token (default), or a
+    static one written in place, optionally with the step compiled (captured on a GPU)."""
+
+    def __init__(self, static: bool = False, compiled: bool = False, device: torch.device | None = None) -> None:
+        self.static = static or compiled
+        step: Callable[..., Any] = decode_step
+        if compiled:
+            if (device is None or device.type == "cpu") and shutil.which(os.environ.get("CXX", "g++")) is None:
+                raise ConfigError("generation.compile: torch.compile on CPU needs a C++ compiler; install g++ "
+                                  "(or point CXX at one), or set generation.compile=false")
+            step = torch.compile(decode_step, mode="reduce-overhead", dynamic=False)
+        self.step = step
 
 
 @dataclass(frozen=True)
@@ -104,13 +140,16 @@ def sample(
     value_head: ValueHead | None = None,
     max_new_per_row: torch.Tensor | None = None,
     stop_strings: StopStrings | None = None,
+    decoder: Decoder | None = None,
 ) -> SampledBatch:
     """Sample continuations of a left-padded batch of prompts.
 
     ``max_new_per_row`` optionally gives each row its own token budget (a length sampler);
     it must not exceed ``settings.max_new_tokens``. A row ends at a stop token, at a stop
-    string (the token completing it is kept), or at its budget.
+    string (the token completing it is kept), or at its budget. ``decoder`` picks the
+    decode loop (default: the dynamic cache).
     """
+    decoder = decoder or Decoder()
     batch = query_ids.shape[0]
     device = query_ids.device
     if generator is not None and generator.device.type != device.type:
@@ -121,21 +160,32 @@ def sample(
         if max_new_per_row is not None
         else torch.full((batch,), settings.max_new_tokens, device=device)
     )
-    stop = torch.tensor(stop_ids, device=device)
-    attention = query_mask.clone()
-    positions = (attention.long().cumsum(-1) - 1).clamp(min=0)
+    stop = torch.tensor(stop_ids, dtype=torch.long, device=device)
+    width, longest = query_ids.shape[1], int(budget.max())
+    positions = (query_mask.long().cumsum(-1) - 1).clamp(min=0)
     next_position = positions[:, -1:] + 1
     finished = torch.zeros(batch, dtype=torch.bool, device=device)
     hit_limit = torch.zeros_like(finished)
     nonfinite = torch.zeros_like(finished)
     tokens, masks, logprobs, values = [], [], [], []
+    hidden = value_head is not None
 
-    out = lm(input_ids=query_ids, attention_mask=attention, position_ids=positions, use_cache=True,
-             logits_to_keep=1, output_hidden_states=value_head is not None)
+    if decoder.static:  # the whole prompt + budget, allocated once; steps write into it
+        length = -(-(width + longest) // STATIC_BUCKET) * STATIC_BUCKET
+        attention = torch.zeros(batch, length, dtype=query_mask.dtype, device=device)
+        attention[:, :width] = query_mask
+        cache: Any = StaticCache(config=lm.config, max_cache_len=length)
+        out = lm(input_ids=query_ids, attention_mask=attention[:, :width], position_ids=positions, cache=cache,
+                 use_cache=True, logits_to_keep=1, output_hidden_states=hidden)
+    else:
+        attention = query_mask.clone()
+        out = lm(input_ids=query_ids, attention_mask=attention, position_ids=positions, use_cache=True,
+                 logits_to_keep=1, output_hidden_states=hidden)
+        cache = out.cache
     penalise = settings.repetition_penalty != 1.0
     if penalise:
         seen = seen_tokens(query_ids, query_mask, out.logits.shape[-1], settings.penalise_padding)
-    for step in range(int(budget.max())):
+    for step in range(longest):
         logits = out.logits[:, -1].float()
         # Checked once after the loop (no host sync per token); bad rows sample from zeros.
         bad = ~torch.isfinite(logits).all(-1) & ~finished
@@ -165,10 +215,13 @@ def sample(
         finished = finished | is_stop | out_of_budget
         if bool(finished.all()):
             break
-        attention = torch.cat([attention, torch.ones_like(attention[:, :1])], dim=1)
-        out = lm(input_ids=token[:, None], attention_mask=attention, position_ids=next_position,
-                 cache=out.cache, use_cache=True, logits_to_keep=1,
-                 output_hidden_states=value_head is not None)
+        if decoder.static:
+            attention[:, width + step] = 1
+        else:
+            attention = torch.cat([attention, torch.ones_like(attention[:, :1])], dim=1)
+        out = decoder.step(lm, token[:, None], attention, next_position, cache, hidden)
+        if not decoder.static:
+            cache = out.cache
         next_position = next_position + 1
 
     if bool(nonfinite.any()):
