@@ -60,7 +60,7 @@ def test_imdb_from_a_local_file_and_from_a_datasets_folder(tmp_path):
     (tmp_path / "reviews.txt").write_text("\n".join(reviews))
     task = build_imdb(TaskConfig(source=str(tmp_path / "reviews.txt"), n_test=10), char_tokenizer())
     assert len(task.train) == 30 and len(task.test) == 10
-    assert "{query}" not in task.observer_prompt(task.test[0], ["great"])
+    assert "{query}" not in task.prompt_for(task.test[0], ["great"])
     folder = tmp_path / "imdb_like"
     folder.mkdir()
     for split in ("train", "test"):

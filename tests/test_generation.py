@@ -124,3 +124,25 @@ def test_the_compiled_decode_step_gives_the_same_tokens_and_logprobs(tiny):
 def test_min_new_tokens_without_stop_tokens_samples_the_full_budget(tiny):
     out = run(tiny, SamplingSettings(max_new_tokens=5, min_new_tokens=5), stop=[])
     assert out.response_mask.sum(-1).tolist() == [5, 5, 5]
+
+
+def test_a_request_answered_in_chunks_keeps_every_row_and_greedy_answers(make_config):
+    from cory.agents.agent import Agent
+    from cory.trainer import Trainer
+    from cory.types import GenerateRequest
+
+    prompts = ["ab", "a much longer prompt", "x", "yz", "hello", "q", "rs"]
+    answers = {}
+    for per_call in (0, 3):
+        trainer = Trainer(make_config(generation__rows_per_call=per_call))
+        agent: Agent = trainer.agents.agents[0]
+        try:
+            greedy = agent.generate(GenerateRequest(prompts, step=0, greedy=True, keep=False))
+            sampled = agent.generate(GenerateRequest(prompts, step=0))
+            assert len(sampled.texts) == len(sampled.kl) == len(sampled.hit_length_limit) == 7
+            assert agent.rollouts[0].size == 7
+            assert "fault" not in agent.update([1.0] * 7, step=0)
+            answers[per_call] = greedy.texts
+        finally:
+            trainer.close()
+    assert answers[0] == answers[3]

@@ -65,6 +65,10 @@ class GenerationConfig:
         False, help="hf engine: decode with a static KV cache written in place and the decode step "
                     "compiled (torch.compile mode reduce-overhead: CUDA graphs on a GPU; on CPU it needs "
                     "a C++ compiler); same tokens, a one-off compile per batch shape")
+    rows_per_call: int = option(
+        0, ge=0, help="answer a request in chunks of at most this many rows (0: all at once); caps the "
+                      "memory of one call (a 262k-token vocabulary's logits at an evaluation of 256 "
+                      "rows), the samples differ from one call's")
     engine: Literal["hf", "vllm"] = option(
         "hf", help="hf: our decode loop in the agent's process; vllm: a vLLM engine per agent in its own "
                    "process, weights pushed after every update (log-probs and values recomputed by the policy)")

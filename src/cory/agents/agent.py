@@ -39,7 +39,7 @@ from cory.algorithms.normalize import RunningMoments, transform_scores
 from cory.algorithms.objective import compute_targets
 from cory.algorithms.ppo import explained_variance
 from cory.algorithms.reinforce import MovingAverageBaseline
-from cory.batches import Rollout
+from cory.batches import Rollout, SampledBatch
 from cory.distributed.sharding import Shards, gathered, shard_policy
 from cory.engines.vllm_engine import VLLMEngine
 from cory.errors import CoryError
@@ -149,71 +149,96 @@ class Agent:
         return torch.tensor(budgets)
 
     def _generate(self, request: GenerateRequest) -> Reply:
-        settings, gen = self.settings, self.settings.generation
-        step, phase, keep = request.step, request.random_stream, request.keep
+        settings = self.settings
+        step, stream = request.step, request.random_stream
         started = time.perf_counter()
         encoded = self.prompts.encode(request.prompts, self.device)
-        query_ids, query_mask = encoded.ids, encoded.mask
+        rows = len(request.prompts)
+        budgets = self._token_budgets(rows, step, stream, request.budgets)
         # Created on the model's device: torch.multinomial needs its generator there.
-        sampler = generator("sample", settings.seed, step, self.index, phase, device=self.device)
-        from_sampling = settings.fast.scores_from_generation
-        how = sampling_settings(gen, request.greedy)
-        row_budgets = self._token_budgets(len(request.prompts), step, phase, request.budgets)
+        sampler = generator("sample", settings.seed, step, self.index, stream, device=self.device)
+        per_call = settings.generation.rows_per_call or rows
+        parts: list[Rollout] = []
+        hit_limit: list[bool] = []
+        gaps: list[float | None] = [self.sampler_logprob_gap if request.turn > 0 else None]
+        seconds = {"generate": 0.0, "reference": 0.0}
+        for first in range(0, rows, per_call):
+            chunk = slice(first, first + per_call)
+            generated = self._sample_rows(request, encoded.ids[chunk], encoded.mask[chunk],
+                                          budgets[chunk] if budgets is not None else None, sampler, first)
+            sampled_at = time.perf_counter()
+            seconds["generate"] += sampled_at - started
+            rollout, gap = self._score_rows(request, generated)
+            parts.append(rollout)
+            hit_limit += generated.hit_length_limit.tolist()
+            gaps.append(gap)
+            started = time.perf_counter()
+            seconds["reference"] += started - sampled_at
+        if self.engine is not None and request.keep:
+            self.sampler_logprob_gap = max((g for g in gaps if g is not None), default=None)  # over turns too
+        rollout = Rollout.concat(parts)
+        if request.keep:
+            self._keep(rollout, request.turn)
+        lengths = rollout.response_mask.sum(-1).tolist()
+        texts = self.tokenizer.batch_decode(
+            [ids[:n] for ids, n in zip(rollout.response_ids.tolist(), lengths)],
+            skip_special_tokens=settings.generation.skip_special_tokens)
+        seconds["reference"] += time.perf_counter() - started
+        return Reply(
+            texts=[self.stop_strings.cut(text) for text in texts],
+            values=rollout.last_values().tolist(),
+            kl=rollout.kl_sum().tolist(),
+            lengths=lengths,
+            hit_length_limit=hit_limit,
+            prompts_truncated=encoded.truncated,
+            prompt_length=encoded.mask.sum(-1).float().mean().item(),
+            seconds=seconds,
+        )
+
+    def _sample_rows(self, request: GenerateRequest, query_ids: torch.Tensor, query_mask: torch.Tensor,
+                     budgets: torch.Tensor | None, sampler: torch.Generator, first: int) -> SampledBatch:
+        """Responses to some rows of a request (``first``: the index of the first of them)."""
+        settings = self.settings
+        how = sampling_settings(settings.generation, request.greedy)
         if self.engine is not None:
-            rows = query_ids.shape[0]
-            seeds = [derive_seed("sample", settings.seed, step, self.index, phase, row) & 0x7FFFFFFF
-                     for row in range(rows)]  # one request seed per row, drawn like our sampler's
-            limits = row_budgets.tolist() if row_budgets is not None else [how.max_new_tokens] * rows
-            generated = sample_on_engine(self.engine, self.policy.lm, self.shards, query_ids, query_mask, how,
-                                         self.stop_ids, self.tokenizer.pad_token_id, seeds, limits,
-                                         self.stop_strings.strings, self.adapter)
-        else:
-            generated = sample(
-                self.policy.lm, query_ids, query_mask, how, self.stop_ids,
-                self.tokenizer.pad_token_id, generator=sampler,
-                value_head=self.policy.value_head if from_sampling and settings.uses_values else None,
-                max_new_per_row=row_budgets, stop_strings=self.stop_strings, decoder=self.decoder)
+            rows = range(first, first + query_ids.shape[0])
+            seeds = [derive_seed("sample", settings.seed, request.step, self.index, request.random_stream, row)
+                     & 0x7FFFFFFF for row in rows]  # one request seed per row, drawn like our sampler's
+            limits = budgets.tolist() if budgets is not None else [how.max_new_tokens] * len(rows)
+            return sample_on_engine(self.engine, self.policy.lm, self.shards, query_ids, query_mask, how,
+                                    self.stop_ids, self.tokenizer.pad_token_id, seeds, limits,
+                                    self.stop_strings.strings, self.adapter)
+        with_values = settings.fast.scores_from_generation and settings.uses_values
+        return sample(self.policy.lm, query_ids, query_mask, how, self.stop_ids, self.tokenizer.pad_token_id,
+                      generator=sampler, value_head=self.policy.value_head if with_values else None,
+                      max_new_per_row=budgets, stop_strings=self.stop_strings, decoder=self.decoder)
+
+    def _score_rows(self, request: GenerateRequest, generated: SampledBatch) -> tuple[Rollout, float | None]:
+        """The rollout of sampled rows: the reference's log-probs and the KL, and the policy's
+        log-probs and values where sampling did not record them; with them the gap between
+        the engine's log-probs and the policy's (None without an engine)."""
+        settings, gen = self.settings, self.settings.generation
+        query_ids, query_mask = generated.query_ids, generated.query_mask
         response_ids, response_mask = generated.response_ids, generated.response_mask
-        generated_at = time.perf_counter()
         mask = response_mask.float()
         reference = self._score_reference(query_ids, query_mask, response_ids, response_mask)
-        logprobs, values, policy_logits = generated.logprobs, generated.values, None
-        if not from_sampling:
+        logprobs, values, policy_logits, gap = generated.logprobs, generated.values, None, None
+        if not settings.fast.scores_from_generation:
             with torch.inference_mode():
                 out = self.policy(query_ids, query_mask, response_ids, response_mask,
                                   with_entropy=False, temperature=gen.temperature,
                                   head_on_response_only=settings.fast.head_on_response_only,
                                   with_values=settings.uses_values)
             logprobs, values, policy_logits = out.logprobs * mask, out.values * mask, out.logits
-            if self.engine is not None and keep:
-                gaps = [logprob_gap(generated.logprobs, logprobs, mask, how),
-                        self.sampler_logprob_gap if request.turn > 0 else None]  # the largest over turns
-                self.sampler_logprob_gap = max((g for g in gaps if g is not None), default=None)
+            if self.engine is not None:
+                gap = logprob_gap(generated.logprobs, logprobs, mask, sampling_settings(gen, request.greedy))
         ref_logprobs = reference.logprobs * mask
         kl_tokens = kl_per_token(
             logprobs, ref_logprobs, settings.ppo.kl_penalty,
             policy_logits.log_softmax(-1) if policy_logits is not None else None,
             reference.logits.float().log_softmax(-1) if policy_logits is not None else None,
         ) * mask
-        rollout = Rollout.of(generated, logprobs, values, ref_logprobs, kl_tokens)
-        if keep:
-            self._keep(rollout, request.turn)
-        lengths = response_mask.sum(-1).tolist()
-        texts = self.tokenizer.batch_decode(
-            [ids[:n] for ids, n in zip(response_ids.tolist(), lengths)],
-            skip_special_tokens=gen.skip_special_tokens)
-        texts = [self.stop_strings.cut(text) for text in texts]
-        finished = time.perf_counter()
-        return Reply(
-            texts=texts,
-            values=rollout.last_values().tolist(),
-            kl=rollout.kl_sum().tolist(),
-            lengths=lengths,
-            hit_length_limit=generated.hit_length_limit.tolist(),
-            prompts_truncated=encoded.truncated,
-            prompt_length=query_mask.sum(-1).float().mean().item(),
-            seconds={"generate": generated_at - started, "reference": finished - generated_at},
-        )
+        return Rollout.of(generated, logprobs, values, ref_logprobs, kl_tokens), gap
 
     def _keep(self, rollout: Rollout, turn: int) -> None:
         """Hold ``rollout`` as this iteration's turn ``turn`` (0 starts a new set)."""
