@@ -10,14 +10,25 @@ one agent over every GPU it finds (``agents.shards``, FSDP2; the metrics must ma
 process's), trains CORY with rollouts on vLLM where vLLM is installed
 (``generation.engine: vllm``; vLLM's log-probs must match the policy's after every weight
 push), and prints seconds per phase, tokens per second and the update's model FLOP utilisation
-against the matmul peak it measures on the same GPU in the same dtype. Any failure exits
-non-zero. On a machine without CUDA it prints "no CUDA device" and exits 0;
-``--allow-cpu`` runs the same checks on the CPU (the test suite does, with the tiny model).
+against the matmul peak it measures on the same GPU in the same dtype.
+
+At the shape users train (``--shape``, default ``bench/shapes/llama-3.2-1b.json``: a
+Llama-3.2-1B-like config, randomly initialised, no weights downloaded) it measures decode
+tokens/s at ``--shape-batch`` x ``--shape-tokens`` (64 x 128) under bf16 autocast, with the
+dynamic loop and with the captured one (``generation.compile``: a static cache and CUDA
+graphs), then one PPO and one CORY iteration there (bf16 autocast, 4 epochs of mini-batch 16):
+seconds per phase, update MFU against the measured bf16 peak, peak GPU memory. Targets: the
+captured decode at least 10x the 350 tokens/s the first GPU run measured at SmolLM2's shape
+and batch 16 (``--models`` decode lines), the update at least 30 % MFU at the 1B shape.
+Any failure exits non-zero. On a machine without CUDA it prints "no CUDA device" and exits 0;
+``--allow-cpu`` runs the same checks on the CPU (the test suite does, with the tiny model and
+a tiny shape).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import statistics
 import subprocess
@@ -31,6 +42,8 @@ from pathlib import Path
 import torch
 
 from cory.loading import load_config
+from cory.models.generation import Decoder, SamplingSettings, sample
+from cory.models.registry import load_model
 from cory.trainer import Trainer
 
 BASE = "configs/imdb/demo.yaml"
@@ -96,8 +109,11 @@ def synchronise(device: str) -> None:
 
 
 def measure(case: Case, device: str, iterations: int, peaks: dict[torch.dtype, float]) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.reset_peak_memory_stats()
     with tempfile.TemporaryDirectory() as out:
         trainer = train(case.model, case.method, device, Path(out), [*case.overrides, f"steps={iterations + 1}"])
+    memory = f"  peak {torch.cuda.max_memory_allocated() / 2**30:.1f} GiB" if device.startswith("cuda") else ""
     rows = [r for r in trainer.rows if "time/iteration" in r][1:]  # the first is a warm-up
     for row in rows:
         bad = [k for k, v in row.items() if isinstance(v, float) and not math.isfinite(v)]
@@ -105,14 +121,72 @@ def measure(case: Case, device: str, iterations: int, peaks: dict[torch.dtype, f
             raise RuntimeError(f"{case.name}: non-finite metrics {bad} or a fault: {row.get('fault_reason')}")
     params = sum(p.numel() for p in trainer.agents.agents[0].policy.lm.parameters())
     agents = range(len(trainer.agents))
+    batch, epochs = trainer.config.ppo.batch_size, trainer.config.ppo.ppo_epochs
     mean = {phase: statistics.mean(r[f"time/{phase}"] for r in rows) for phase in PHASES}
-    generated = statistics.mean(sum(16 * r[f"agent{a}/response_length"] for a in agents) for r in rows)
-    trained = statistics.mean(sum(16 * 4 * (r[f"agent{a}/prompt_length"] + r[f"agent{a}/response_length"])
+    generated = statistics.mean(sum(batch * r[f"agent{a}/response_length"] for a in agents) for r in rows)
+    trained = statistics.mean(sum(batch * epochs * (r[f"agent{a}/prompt_length"] + r[f"agent{a}/response_length"])
                                   for a in agents) for r in rows)
     mfu = 6 * params * trained / mean["update"] / peaks[case.dtype]
     phases = "  ".join(f"{p} {mean[p]:.3f}s" for p in PHASES)
     print(f"  {case.name:<34} {phases}  gen {generated / mean['generate']:8.0f} tok/s  "
-          f"update {trained / mean['update']:8.0f} tok/s  MFU {mfu:6.1%}")
+          f"update {trained / mean['update']:8.0f} tok/s  MFU {mfu:6.1%}{memory}")
+
+
+def shaped_model(config_file: Path, folder: Path) -> str:
+    """A randomly initialised model of the shape ``config_file`` describes, with the tiny BPE
+    tokenizer (built in code), saved as a model folder: the cost of the real model, no weights."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from cory.models.tiny import bpe_tokenizer
+
+    tokenizer = bpe_tokenizer()
+    settings = json.loads(config_file.read_text())
+    settings.update(bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+                    pad_token_id=tokenizer.pad_token_id)
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(AutoConfig.for_model(**settings), dtype=torch.bfloat16)
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return str(folder)
+
+
+def measure_decode(model: str, device: str, batch: int, tokens: int) -> None:
+    """New tokens per second of the dynamic decode loop and the captured one (static cache,
+    compiled step), every row forced to ``tokens``; bf16 autocast on a GPU."""
+    loaded = load_model(model)
+    lm = loaded.model.to(device).eval()
+    encoded = loaded.tokenizer(["the movie was"] * batch, return_tensors="pt")
+    ids, mask = encoded.input_ids.to(device), encoded.attention_mask.to(device)
+    settings = SamplingSettings(max_new_tokens=tokens, min_new_tokens=tokens)
+    found = {}
+    for name, decoder in (("eager", Decoder()), ("captured", Decoder(compiled=True, device=torch.device(device)))):
+        def run() -> None:
+            generator = torch.Generator(device=device).manual_seed(0)
+            with torch.autocast(torch.device(device).type, dtype=torch.bfloat16, enabled=device.startswith("cuda")):
+                sample(lm, ids, mask, settings, [], loaded.tokenizer.pad_token_id, generator=generator, decoder=decoder)
+            synchronise(device)
+        started = time.perf_counter()
+        run()  # the captured loop compiles and captures here
+        first = time.perf_counter() - started
+        started = time.perf_counter()
+        run()
+        found[name] = (batch * tokens / (time.perf_counter() - started), first)
+    print(f"  decode {model.split('/')[-1]} {batch}x{tokens}: eager {found['eager'][0]:.0f} tok/s, captured "
+          f"{found['captured'][0]:.0f} tok/s ({found['captured'][0] / found['eager'][0]:.1f}x; its first run, "
+          f"compiling and capturing, {found['captured'][1]:.1f} s)")
+
+
+def check_shape(shape: Path, device: str, batch: int, tokens: int, peaks: dict[torch.dtype, float]) -> None:
+    """Decode and one PPO and one CORY iteration at the shape users train (module docstring)."""
+    with tempfile.TemporaryDirectory() as folder:
+        model = shaped_model(shape, Path(folder) / shape.stem)
+        measure_decode(model, device, batch, tokens)
+        settings = ["mixed_precision=bf16", f"ppo.batch_size={batch}", f"ppo.mini_batch_size={min(batch, 16)}",
+                    f"generation.max_new_tokens={tokens}", f"generation.min_new_tokens={tokens}",
+                    "reward.name=vader"]
+        for method in ("ppo", "cory"):
+            measure(Case(f"{shape.stem} {method} bf16 autocast", model, method, settings, torch.bfloat16),
+                    device, 1, peaks)
 
 
 def check_resume(model: str, device: str) -> None:
@@ -189,6 +263,10 @@ def main() -> int:
     parser.add_argument("--iterations", type=int, default=3, help="timed iterations after one warm-up")
     parser.add_argument("--allow-cpu", action="store_true", help="run the checks on the CPU when there is no GPU")
     parser.add_argument("--no-vllm", action="store_true", help="skip the vLLM engine check")
+    parser.add_argument("--shape", type=Path, help="model config of the shape users train (default on a GPU: "
+                                                   "bench/shapes/llama-3.2-1b.json; on the CPU: none)")
+    parser.add_argument("--shape-batch", type=int, default=64)
+    parser.add_argument("--shape-tokens", type=int, default=128)
     args = parser.parse_args()
     if torch.cuda.is_available():
         device, n_gpus = "cuda", torch.cuda.device_count()
@@ -203,8 +281,12 @@ def main() -> int:
              for dtype in (torch.float32, torch.bfloat16)}
     print("  matmul peak: " + ", ".join(f"{str(d).removeprefix('torch.')} {p / 1e12:.1f} TFLOP/s"
                                         for d, p in peaks.items()))
+    shape = args.shape or (Path(__file__).parent / "shapes" / "llama-3.2-1b.json" if device == "cuda" else None)
     failures = 0
     for check in [lambda: check_resume(args.models[0], device),
+                  *[lambda m=m: measure_decode(m, device, 16, 16) for m in args.models],
+                  lambda: check_shape(shape, device, args.shape_batch, args.shape_tokens, peaks) if shape
+                  else print("  shape: skipped (no --shape on the CPU)"),
                   lambda: check_sharding(args.models[0], device, n_gpus),
                   lambda: print("  vllm: skipped (--no-vllm)") if args.no_vllm else check_vllm(device),
                   *[lambda c=c: measure(c, device, args.iterations, peaks) for c in cases(args.models, n_gpus)]]:
