@@ -232,6 +232,14 @@ def test_refine_logs_every_round_and_samples_carry_the_round(make_config):
     assert {s["round"] for s in samples} == {0, 1}
 
 
+def test_debate_lets_three_agents_answer_alone_then_see_every_first_answer(make_config):
+    trainer = run_trainer(make_config(method="debate", steps=2, eval_every=1))
+    row = next(r for r in trainer.rows if "round1/role2/task_reward" in r and "agent2/kl" in r)
+    assert {"round0/role0/task_reward", "round1/role0/copy_rate", "system/task_reward"} <= set(row)
+    assert "round0/role1/copy_rate" not in row  # no role sees another in the first round
+    assert "eval/round1/role1/transfer_gain" in trainer.final
+
+
 def test_each_agent_normalises_only_its_own_rewards(make_config):
     """Per-agent normalisation (Dr. MAS) is how the update already works: every statistic an
     agent normalises with (score moments, advantage whitening) is its own."""
