@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from cory.evaluation import distinct_n
-from cory.stats import (Interval, bootstrap_mean, common_levels, kl_at_reward, reward_at_kl, sign_flip_p,
+from cory.stats import (Interval, bootstrap_mean, common_levels, holm, kl_at_reward, reward_at_kl, sign_flip_p,
                         smallest_one_sided_p, t_interval)
 
 
@@ -70,6 +70,17 @@ def test_sign_flip_p_by_hand():
     assert math.isnan(sign_flip_p([]))
     sampled = sign_flip_p([1.0] * 12 + [-0.5] * 8 + [0.2])  # 21 values: sampled, not exact
     assert 0.0 < sampled < 0.2
+
+
+def test_holm_by_hand():
+    # sorted 0.01, 0.02, 0.04, 0.30 -> x4, x3, x2, x1 = 0.04, 0.06, 0.08, 0.30, in input order
+    assert holm([0.04, 0.30, 0.01, 0.02]) == pytest.approx([0.08, 0.30, 0.04, 0.06])
+    # non-decreasing in rank order: 0.2 x 3 = 0.6, then 0.21 x 2 = 0.42 is raised to 0.6
+    assert holm([0.2, 0.21, 0.9]) == pytest.approx([0.6, 0.6, 0.9])
+    assert holm([0.5, 0.6]) == pytest.approx([1.0, 1.0])
+    adjusted = holm([0.01, math.nan, 0.03])  # nan is no test: the family has two
+    assert adjusted[0] == pytest.approx(0.02) and math.isnan(adjusted[1]) and adjusted[2] == pytest.approx(0.03)
+    assert holm([]) == []
 
 
 def test_kl_at_reward_interpolates_the_first_crossing():

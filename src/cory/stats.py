@@ -1,6 +1,6 @@
 """Statistics for comparing methods over seeds: t and bootstrap confidence intervals, the
-exact sign-flip test for differences paired by seed, and evaluation trajectories read at a
-matched reward or a matched KL.
+exact sign-flip test for differences paired by seed, Holm's correction for a family of tests,
+and evaluation trajectories read at a matched reward or a matched KL.
 
 A trajectory is a run's held-out evaluations in time order, as ``(kl, reward)`` points.
 """
@@ -84,6 +84,19 @@ def sign_flip_p(differences: list[float], alternative: str = "two-sided", resamp
 def smallest_one_sided_p(n: int) -> float:
     """The smallest p-value an exact one-sided sign-flip test over ``n`` values can give."""
     return 2.0 ** -n if n else 1.0
+
+
+def holm(p_values: list[float]) -> list[float]:
+    """Holm-adjusted p-values of a family of tests, in the given order: the i-th smallest of m
+    is multiplied by m - i + 1 (i from 1), made non-decreasing in that order and capped at 1.
+    An adjusted p at most alpha rejects at family-wise error rate alpha; ``nan`` stays out."""
+    finite = sorted((p, i) for i, p in enumerate(p_values) if math.isfinite(p))
+    adjusted = [math.nan] * len(p_values)
+    running = 0.0
+    for rank, (p, i) in enumerate(finite):
+        running = max(running, min(1.0, p * (len(finite) - rank)))
+        adjusted[i] = running
+    return adjusted
 
 
 def _crossing(points: list[tuple[float, float]], target: float) -> float:

@@ -12,7 +12,7 @@ import io
 import json
 import math
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,14 +20,16 @@ import numpy as np
 
 from cory.logging import read_jsonl_rows
 from cory.provenance import ENVIRONMENT_FILE
+from cory.reward_quantities import QUANTITIES, agents_evaluated_alone, prefix_trajectory, quantity_trajectory
 from cory.suites import SUITE_FILE, AnalysisConfig
-from cory.stats import (Interval, Trajectory, bootstrap_mean, common_levels, kl_at_reward, reward_at_kl, sign_flip_p,
-                        smallest_one_sided_p, t_interval)
+from cory.stats import (Interval, Trajectory, bootstrap_mean, common_levels, holm, kl_at_reward, reward_at_kl,
+                        sign_flip_p, smallest_one_sided_p, t_interval)
 
 EXTRA_COLUMNS = ("eval/pioneer/task_reward", "eval/observer/task_reward", "eval/system/task_reward")
 # Collapse indicators shown per run, read at the last evaluation of the analysed prefix.
 END_INDICATORS = {"distinct_2": ".3f", "response_length": ".1f", "hit_length_limit": ".2f"}
 TRAJECTORY_POINTS = 5
+STARTS_COLUMN = "starts (step: threads)"
 
 
 @dataclass
@@ -38,11 +40,11 @@ class RunResult:
     train: list[dict[str, Any]]
     evals: list[dict[str, Any]]
     final: dict[str, Any]
+    starts: list[tuple[int, int]] = field(default_factory=list)  # (step, threads) per start or resume
 
     def trajectory(self, prefix: str) -> Trajectory:
         """The held-out ``(kl, reward)`` evaluations of ``prefix`` in time order."""
-        return [(r[f"{prefix}/kl"], r[f"{prefix}/task_reward"]) for r in self.evals
-                if f"{prefix}/kl" in r and f"{prefix}/task_reward" in r]
+        return prefix_trajectory(self.evals, prefix)
 
 
 def collect(output_dir: Path) -> tuple[dict[str, Any], list[RunResult]]:
@@ -55,10 +57,12 @@ def collect(output_dir: Path) -> tuple[dict[str, Any], list[RunResult]]:
         if not summary.exists():
             continue
         rows = read_jsonl_rows(folder / "metrics.jsonl")
+        environment = folder / ENVIRONMENT_FILE
+        starts = [(r["step"], r["threads"]) for r in read_jsonl_rows(environment)] if environment.exists() else []
         results.append(RunResult(run["name"], run["seed"], run["sweep_value"],
                                  [r for r in rows if "task_reward" in r],
                                  [r for r in rows if "eval/task_reward" in r],
-                                 json.loads(summary.read_text())))
+                                 json.loads(summary.read_text()), starts))
     return description, results
 
 
@@ -104,16 +108,29 @@ def _final_rows(run: RunResult, analysis: AnalysisConfig) -> dict[str, float]:
     return {key.removeprefix("eval/"): run.final[key] for key in keys if key in run.final}
 
 
+def _rewards_at_matched_kl(path_a: Trajectory, path_b: Trajectory) -> list[float]:
+    """``a - b`` in reward at the pair's KL levels (``LEVEL_FRACTIONS`` of the way from the
+    higher start to the lower peak); empty when the two never share a KL range."""
+    levels = common_levels([path_a, path_b], 0, LEVEL_FRACTIONS)
+    return [reward_at_kl(path_a, level) - reward_at_kl(path_b, level) for level in levels]
+
+
+def matched_kl_difference(path_a: Trajectory, path_b: Trajectory) -> float:
+    """The primary measure of one seed's pair: the reward difference averaged over the pair's
+    matched-KL levels (``nan`` without a common KL range)."""
+    at_kl = _rewards_at_matched_kl(path_a, path_b)
+    return float(np.mean(at_kl)) if at_kl else math.nan
+
+
 def pair_differences(a: RunResult, b: RunResult, analysis: AnalysisConfig) -> dict[str, float]:
     """``a - b`` for one seed, every measure read at levels of *this pair's* trajectories
     (``LEVEL_FRACTIONS`` of the way from the higher start to the lower peak), so that no
     third run decides which levels exist. The first entry is the primary measure: the
     reward difference averaged over the pair's matched-KL levels."""
     path_a, path_b = a.trajectory(analysis.trajectory), b.trajectory(analysis.trajectory)
-    kl_levels = common_levels([path_a, path_b], 0, LEVEL_FRACTIONS)
     reward_levels = common_levels([path_a, path_b], 1, LEVEL_FRACTIONS)
-    at_kl = [reward_at_kl(path_a, level) - reward_at_kl(path_b, level) for level in kl_levels]
-    differences = {PRIMARY_MEASURE: float(np.mean(at_kl)) if at_kl else math.nan}
+    at_kl = _rewards_at_matched_kl(path_a, path_b)
+    differences = {PRIMARY_MEASURE: matched_kl_difference(path_a, path_b)}
     final = (f"{analysis.trajectory}/task_reward", f"{analysis.trajectory}/kl")
     differences["final task reward"] = a.final.get(final[0], math.nan) - b.final.get(final[0], math.nan)
     differences["final KL"] = a.final.get(final[1], math.nan) - b.final.get(final[1], math.nan)
@@ -170,23 +187,31 @@ def interim(verdict: str, done: int, planned: int) -> str:
     return f"interim, {done} of {planned} planned seeds: {verdict}" if done < planned else verdict
 
 
+Pair = tuple[str, str, list[tuple[RunResult, RunResult]]]
+
+
+def compared_pairs(analysis: AnalysisConfig, results: list[RunResult]) -> list[Pair]:
+    """The suite's comparisons ``(a, b, [(run a, run b) per common seed])``: every run against
+    the reference, then the further pairs; a pair with a run that has not finished is left out."""
+    by_name: dict[str, dict[int, RunResult]] = {}
+    for run in results:
+        by_name.setdefault(run.name, {})[run.seed] = run
+    names = [(name, analysis.reference) for name in by_name if analysis.reference and name != analysis.reference]
+    names += [(a, b) for a, b in analysis.pairs]
+    return [(a, b, [(by_name[a][seed], by_name[b][seed]) for seed in sorted(set(by_name[a]) & set(by_name[b]))])
+            for a, b in names if a in by_name and b in by_name]
+
+
 def comparisons(description: dict[str, Any], results: list[RunResult]) -> list[dict[str, Any]]:
     """Paired-by-seed differences (a - b) of every measure: mean, paired t-interval, bootstrap
     interval and sign-flip p-values; the pre-registered verdict on the primary measure, marked
     interim while fewer of the pair's planned seeds have finished."""
     analysis = AnalysisConfig(**description.get("analysis", {}))
-    by_name: dict[str, dict[int, RunResult]] = {}
-    for run in results:
-        by_name.setdefault(run.name, {})[run.seed] = run
-    pairs = [(name, analysis.reference) for name in by_name if analysis.reference and name != analysis.reference]
-    pairs += [(a, b) for a, b in analysis.pairs]
     rows = []
-    for a, b in pairs:
-        if a not in by_name or b not in by_name:
-            continue
-        seeds = sorted(set(by_name[a]) & set(by_name[b]))
+    for a, b, runs in compared_pairs(analysis, results):
+        seeds = [run_a.seed for run_a, _ in runs]
         planned = len(planned_seeds(description, a, b))
-        per_seed = {seed: pair_differences(by_name[a][seed], by_name[b][seed], analysis) for seed in seeds}
+        per_seed = {run_a.seed: pair_differences(run_a, run_b, analysis) for run_a, run_b in runs}
         labels = list(dict.fromkeys(label for values in per_seed.values() for label in values))
         for label in labels:
             values = [per_seed[s][label] for s in seeds if math.isfinite(per_seed[s].get(label, math.nan))]
@@ -199,6 +224,54 @@ def comparisons(description: dict[str, Any], results: list[RunResult]) -> list[d
                 "seeds": len(values) if not missing else f"{len(values)} (no value: seed {', '.join(map(str, missing))})",
                 "p (a > b)": _p(sign_flip_p(values, "greater")), "p (two-sided)": _p(sign_flip_p(values)),
                 "verdict": interim(primary_verdict(values, analysis.alpha), len(seeds), planned) if primary else ""})
+    return rows
+
+
+def family(description: dict[str, Any], results: list[RunResult]) -> list[dict[str, Any]]:
+    """The suite's primary comparisons read as one family of tests: each one's sign-flip p in
+    both one-sided directions and two-sided, each Holm-adjusted over the family, and the
+    verdict the Holm-adjusted two-sided p allows at the suite's alpha (the direction named by
+    the mean). Empty with fewer than two comparisons."""
+    analysis = AnalysisConfig(**description.get("analysis", {}))
+    measured = []
+    for a, b, runs in compared_pairs(analysis, results):
+        values = [v for run_a, run_b in runs if math.isfinite(v := matched_kl_difference(
+            run_a.trajectory(analysis.trajectory), run_b.trajectory(analysis.trajectory)))]
+        measured.append((f"{a} - {b}", values))
+    if len(measured) < 2:
+        return []
+    tests = {side: [sign_flip_p(values, side) for _, values in measured] for side in ("greater", "less", "two-sided")}
+    adjusted = {side: holm(p_values) for side, p_values in tests.items()}
+    rows = []
+    for i, (comparison, values) in enumerate(measured):
+        mean = float(np.mean(values)) if values else math.nan
+        verdict = "not shown"
+        if adjusted["two-sided"][i] <= analysis.alpha:
+            verdict = "shown: higher" if mean > 0 else "shown: lower"
+        rows.append({"comparison": comparison, "seeds": len(values), "difference": t_interval(values, analysis.level),
+                     "p (a > b)": _p(tests["greater"][i]), "p (a < b)": _p(tests["less"][i]),
+                     "p (two-sided)": _p(tests["two-sided"][i]), "Holm p (a > b)": _p(adjusted["greater"][i]),
+                     "Holm p (a < b)": _p(adjusted["less"][i]), "Holm p (two-sided)": _p(adjusted["two-sided"][i]),
+                     "verdict (Holm, two-sided)": verdict})
+    return rows
+
+
+def sensitivity(description: dict[str, Any], results: list[RunResult]) -> list[dict[str, Any]]:
+    """The primary measure of every comparison with a multi-agent run, recomputed for each
+    reward quantity of ``cory.reward_quantities`` (the same quantity for both runs of a pair;
+    a one-agent run keeps its analysed trajectory), with the verdict its sign-flip test gives."""
+    analysis = AnalysisConfig(**description.get("analysis", {}))
+    rows = []
+    for a, b, runs in compared_pairs(analysis, results):
+        if not any(agents_evaluated_alone(run.evals) for pair in runs for run in pair):
+            continue
+        for quantity in QUANTITIES:
+            values = [v for run_a, run_b in runs if math.isfinite(v := matched_kl_difference(
+                quantity_trajectory(run_a.evals, quantity, analysis.trajectory),
+                quantity_trajectory(run_b.evals, quantity, analysis.trajectory)))]
+            rows.append({"comparison": f"{a} - {b}", "reward quantity": quantity, "seeds": len(values),
+                         "difference": t_interval(values, analysis.level), "p (a > b)": _p(sign_flip_p(values, "greater")),
+                         "p (two-sided)": _p(sign_flip_p(values)), "verdict": primary_verdict(values, analysis.alpha)})
     return rows
 
 
@@ -222,7 +295,8 @@ def _run_times(run: RunResult) -> tuple[float, float]:
 def run_rows(description: dict[str, Any], results: list[RunResult]) -> tuple[list[dict[str, Any]], list[str]]:
     """One row per finished run (name, seed): the analysed reward and KL at up to
     ``TRAJECTORY_POINTS`` evaluations, the collapse indicators at its last evaluation, seconds
-    per iteration and total minutes. Returns the rows and their columns."""
+    per iteration, total minutes and, where runs recorded them, the step and thread count of
+    each start (a second entry is a resume). Returns the rows and their columns."""
     prefix = AnalysisConfig(**description.get("analysis", {})).trajectory
     shown = {}
     for run in results:
@@ -237,6 +311,8 @@ def run_rows(description: dict[str, Any], results: list[RunResult]) -> tuple[lis
 
     columns = ["run", "seed", f"`{prefix}` reward{at}", f"KL{at}", *(f"{name} (end)" for name in END_INDICATORS),
                "s / iteration", "minutes"]
+    if any(run.starts for run in results):
+        columns.append(STARTS_COLUMN)
     rows = []
     order = {name: i for i, name in enumerate(dict.fromkeys(r["name"] for r in description["runs"]))}
     for run in sorted(results, key=lambda r: (order.get(r.name, len(order)), r.seed)):
@@ -247,7 +323,7 @@ def run_rows(description: dict[str, Any], results: list[RunResult]) -> tuple[lis
             run.name, run.seed, path(points, f"{prefix}/task_reward", "+.2f"), path(points, f"{prefix}/kl", ".1f"),
             *(format(last[f"{prefix}/{name}"], form) if f"{prefix}/{name}" in last else ""
               for name, form in END_INDICATORS.items()),
-            f"{per_iteration:.1f}", f"{minutes:.1f}"])))
+            f"{per_iteration:.1f}", f"{minutes:.1f}", ", ".join(f"{step}: {threads}" for step, threads in run.starts)])))
     return rows, columns
 
 
@@ -319,16 +395,48 @@ def write_results(output_dir: Path) -> Path:
                             "p (two-sided)", "verdict"]
         lines += _markdown(compared, columns_compared)
         (output_dir / "comparisons.csv").write_text(_csv(compared, columns_compared))
+    lines += _family_section(output_dir, description, results, analysis)
+    lines += _sensitivity_section(output_dir, description, results)
     per_run, columns_per_run = run_rows(description, results)
     lines += ["", "## Every run", "",
               f"`{analysis.trajectory}` at up to {TRAJECTORY_POINTS} of its evaluations, collapse indicators at "
               "the last one, seconds per training iteration and minutes in all (training plus evaluation, "
-              "wall-clock as logged).", ""]
+              "wall-clock as logged); where recorded, the step and thread count of every start (a second "
+              "entry is a resume).", ""]
     lines += _markdown(per_run, columns_per_run)
     (output_dir / "results.md").write_text("\n".join(lines) + "\n")
     (output_dir / "results.csv").write_text(_csv(rows, columns))
     draw_suite(output_dir, description, results)
     return output_dir / "results.md"
+
+
+def _family_section(output_dir: Path, description: dict[str, Any], results: list[RunResult],
+                    analysis: AnalysisConfig) -> list[str]:
+    rows = family(description, results)
+    if not rows:
+        return []
+    columns = list(rows[0])
+    (output_dir / "family.csv").write_text(_csv(rows, columns))
+    return ["", "## The primary comparisons as one family (Holm)", "",
+            f"The primary measure of every comparison above, tested as one family of {len(rows)}: exact "
+            "sign-flip p-values in each one-sided direction and two-sided, each Holm-adjusted over the "
+            f"family. The verdict is the two-sided reading: shown where the Holm-adjusted two-sided p is at "
+            f"most {analysis.alpha:g}, its direction the mean's.", "", *_markdown(rows, columns)]
+
+
+def _sensitivity_section(output_dir: Path, description: dict[str, Any], results: list[RunResult]) -> list[str]:
+    rows = sensitivity(description, results)
+    if not rows:
+        return []
+    columns = list(rows[0])
+    (output_dir / "sensitivity.csv").write_text(_csv(rows, columns))
+    return ["", "## Which reward counts: the primary measure per reward quantity", "",
+            "Each comparison with a multi-agent run, its primary measure recomputed with each reward "
+            "quantity of the multi-agent run (a one-agent run keeps its own): the agents' mean (the "
+            "analysed trajectory), each agent alone, the observer with the pioneer's answer, the agent "
+            "better at the last evaluation, and at each evaluation the better agent's point (`best of "
+            "two`). The last two are chosen after the fact and favour the multi-agent run; the verdict "
+            "is the uncorrected one-sided sign-flip test.", "", *_markdown(rows, columns)]
 
 
 RUN_FILES = ("metrics.jsonl", "config.yaml", "final/summary.json", ENVIRONMENT_FILE)
