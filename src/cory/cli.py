@@ -1,4 +1,4 @@
-"""``cory train | eval | prepare | experiment | plot | probe | train-rm | serve-reward``."""
+"""``cory train | eval | prepare | experiment | plot | screen | probe | train-rm | serve-reward``."""
 
 from __future__ import annotations
 
@@ -84,6 +84,19 @@ def _plot(args: argparse.Namespace) -> None:
         print(f"results: {write_results(Path(args.folder))}")
 
 
+def _screen(args: argparse.Namespace) -> None:
+    from cory.screen import screen_report
+
+    missing = [folder for folder in args.folders if not (Path(folder) / "suite.json").exists()]
+    if missing:
+        raise ConfigError(f"cory screen: {', '.join(missing)} holds no suite.json; pass suite output folders "
+                          "(runs/suites/NAME) or their exported copies (docs/results/NAME)")
+    report = screen_report([Path(folder) for folder in args.folders])
+    print(report, end="")
+    if args.out:
+        Path(args.out).write_text(report)
+
+
 def _probe(args: argparse.Namespace) -> None:
     from cory.probe import probe, probe_table, write_probe  # torch
 
@@ -164,6 +177,11 @@ def build_parser() -> argparse.ArgumentParser:
                       help="also copy the tables, plots and each run's metrics, config and summary there "
                            "(small enough to commit; no weights)")
     plot.set_defaults(run=_plot)
+    screen = commands.add_parser(
+        "screen", help="rank every arm of several suites against their PPO arm; the confirmation rule per model")
+    screen.add_argument("folders", nargs="+", help="suite output folders (or exported copies), one per cell")
+    screen.add_argument("--out", default=None, metavar="FILE", help="also write the markdown there")
+    screen.set_defaults(run=_screen)
     probe_command = commands.add_parser(
         "probe", help="does the model use an answer it is shown? (no training; CORY's precondition)")
     probe_command.add_argument("config", help="YAML config file (its model, task, reward and eval settings)")

@@ -1,0 +1,160 @@
+"""A screen across suites: each suite one cell (a model on a task) with PPO as its reference
+arm; every other arm's paired difference from PPO in reward at the pair's matched KL, the
+transfer diagnostics beside it, and the confirmation the pre-registered rule
+(docs/preregistration.md) asks for per model.
+
+The rule: per model, the arm-and-task with the largest mean difference over its screening
+seeds; nothing to confirm unless that is above zero; seeds for 80 % power of a one-sided test
+at alpha 0.05, ``n = ceil(((z_0.95 + z_0.80) * sd / d)^2)``, with ``sd`` the standard deviation
+of paired differences pooled over the model's cells, at least ``MIN_SEEDS`` (the fewest an
+exact one-sided sign-flip test needs to reach p < 0.05), and a cell needing more than
+``MAX_SEEDS`` reported as not testable here, with the power that many seeds would give.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+from scipy import stats as scipy_stats
+
+from cory.errors import ConfigError
+from cory.suite_results import RunResult, collect, compared_pairs, matched_kl_difference
+from cory.suites import AnalysisConfig
+
+MIN_SEEDS, MAX_SEEDS = 5, 10
+ALPHA, POWER = 0.05, 0.80
+
+
+@dataclass
+class Cell:
+    """One non-reference arm of one suite: its per-seed differences from the reference and the
+    mean over seeds of each diagnostic the suite's analysis lists (``analysis.rows``)."""
+
+    model: str
+    task: str
+    arm: str
+    differences: list[float]
+    diagnostics: dict[str, float]
+
+    @property
+    def mean(self) -> float:
+        return float(np.mean(self.differences)) if self.differences else math.nan
+
+
+def suite_cells(description: dict[str, Any], results: list[RunResult], model: str, task: str) -> list[Cell]:
+    """Every arm of one suite against its reference, paired by seed."""
+    analysis = AnalysisConfig(**description.get("analysis", {}))
+    if not analysis.reference:
+        raise ConfigError(f"suite '{description.get('name')}': a screen needs analysis.reference (the PPO arm)")
+    cells = []
+    for a, b, runs in compared_pairs(analysis, results):
+        if b != analysis.reference:
+            continue
+        values = [v for run_a, run_b in runs if math.isfinite(v := matched_kl_difference(
+            run_a.trajectory(analysis.trajectory), run_b.trajectory(analysis.trajectory)))]
+        diagnostics = {key.removeprefix("eval/"): float(np.mean([run_a.final[key] for run_a, _ in runs]))
+                       for key in analysis.rows if runs and all(key in run_a.final for run_a, _ in runs)}
+        cells.append(Cell(model, task, a, values, diagnostics))
+    return cells
+
+
+def _model_and_task(description: dict[str, Any]) -> tuple[str, str]:
+    """The model and task of a suite's first finished run, from its saved config."""
+    for run in description["runs"]:
+        config_file = Path(run["folder"]) / "config.yaml"
+        if config_file.exists():
+            config = yaml.safe_load(config_file.read_text())
+            return str(config["model"]), str(config["task"]["name"])
+    raise ConfigError(f"suite '{description.get('name')}': no finished run to read its model and task from")
+
+
+def screen_cells(folders: list[Path]) -> list[Cell]:
+    """The cells of every suite folder (run folders or an exported copy)."""
+    cells = []
+    for folder in folders:
+        description, results = collect(Path(folder))
+        if results:
+            cells += suite_cells(description, results, *_model_and_task(description))
+    return cells
+
+
+def pooled_sd(cells: list[Cell]) -> float:
+    """The standard deviation of paired differences pooled over cells: each cell's variance
+    around its own mean, weighted by its degrees of freedom (seeds - 1)."""
+    usable = [c.differences for c in cells if len(c.differences) > 1]
+    dof = sum(len(d) - 1 for d in usable)
+    if not dof:
+        return math.nan
+    return math.sqrt(sum((len(d) - 1) * float(np.var(d, ddof=1)) for d in usable) / dof)
+
+
+def seeds_for_power(difference: float, sd: float, alpha: float = ALPHA, power: float = POWER) -> int:
+    """Seeds for ``power`` of a one-sided test at ``alpha`` of a true mean ``difference``."""
+    z = scipy_stats.norm.ppf(1 - alpha) + scipy_stats.norm.ppf(power)
+    return math.ceil((z * sd / difference) ** 2)
+
+
+def power_with(seeds: int, difference: float, sd: float, alpha: float = ALPHA) -> float:
+    """The power a one-sided test at ``alpha`` has with ``seeds`` seeds (normal approximation)."""
+    return float(scipy_stats.norm.cdf(difference * math.sqrt(seeds) / sd - scipy_stats.norm.ppf(1 - alpha)))
+
+
+@dataclass
+class Selection:
+    model: str
+    best: Cell | None
+    sd: float
+    seeds: int | None  # confirmation seeds; None: nothing to confirm or not testable
+    verdict: str
+
+
+def select(cells: list[Cell]) -> list[Selection]:
+    """The pre-registered rule, per model (in order of first appearance)."""
+    selections = []
+    for model in dict.fromkeys(c.model for c in cells):
+        own = [c for c in cells if c.model == model and c.differences]
+        sd = pooled_sd(own)
+        best = max(own, key=lambda c: c.mean, default=None)
+        if best is None or not best.mean > 0:
+            verdict = "nothing to confirm: no cell above PPO" + (f" (best {best.mean:+.3f})" if best else "")
+            selections.append(Selection(model, best, sd, None, verdict))
+            continue
+        if not sd > 0:
+            selections.append(Selection(model, best, sd, None, "not sized: no spread between seeds to pool"))
+            continue
+        needed = seeds_for_power(best.mean, sd)
+        if needed > MAX_SEEDS:
+            verdict = (f"not testable here: needs {needed} seeds for 80 % power; "
+                       f"{MAX_SEEDS} give {power_with(MAX_SEEDS, best.mean, sd):.0%}")
+            selections.append(Selection(model, best, sd, None, verdict))
+            continue
+        seeds = max(MIN_SEEDS, needed)
+        verdict = f"confirm with {seeds} seeds (80 % power needs {needed}; power at {seeds}: " \
+                  f"{power_with(seeds, best.mean, sd):.0%})"
+        selections.append(Selection(model, best, sd, seeds, verdict))
+    return selections
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)] + ["| " + " | ".join(r) + " |" for r in rows]
+
+
+def screen_report(folders: list[Path]) -> str:
+    """Markdown: every cell ranked by its mean difference from PPO, then the selection."""
+    cells = screen_cells(folders)
+    keys = list(dict.fromkeys(k for c in cells for k in c.diagnostics))
+    ranked = sorted(cells, key=lambda c: (c.model, -c.mean if math.isfinite(c.mean) else math.inf))
+    lines = _table(["model", "task", "arm", "seeds", "reward at matched KL − PPO, per seed", "mean", *keys],
+                   [[c.model, c.task, c.arm, str(len(c.differences)), ", ".join(f"{v:+.3f}" for v in c.differences),
+                     f"{c.mean:+.3f}", *(f"{c.diagnostics[k]:+.3f}" if k in c.diagnostics else "" for k in keys)]
+                    for c in ranked])
+    lines += [""] + _table(["model", "best cell", "mean", "pooled sd", "selection"],
+                           [[s.model, f"{s.best.task} / {s.best.arm}" if s.best else "",
+                             f"{s.best.mean:+.3f}" if s.best else "", f"{s.sd:.3f}", s.verdict]
+                            for s in select(cells)])
+    return "\n".join(lines) + "\n"
