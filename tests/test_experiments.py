@@ -141,7 +141,7 @@ def test_runs_may_start_from_their_own_base_train_a_subset_of_seeds_and_be_selec
 
 
 def test_export_copies_what_the_analysis_needs_and_redraws_from_it(tmp_path):
-    from cory.suite_results import export_suite
+    from cory.suite_report import export_suite
 
     run_suite(load_suite(write_suite(tmp_path, seeds=[0])), log=lambda _: None)
     results = export_suite(tmp_path / "out", tmp_path / "published")

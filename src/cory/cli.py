@@ -14,7 +14,7 @@ from cory.errors import ConfigError, CoryError
 from cory.loading import load_config
 from cory.models.packaged import converted_folder
 from cory.sources import vader_snippets_file
-from cory.suite_results import export_suite, write_results
+from cory.suite_report import export_suite, write_results
 from cory.suites import load_suite
 
 # The imports inside the commands below load torch (seconds): each command pays only for what

@@ -18,7 +18,7 @@ from cory.configtree import deep_merge, to_dict
 from cory.errors import ConfigError
 from cory.loading import resolve
 from cory.preflight import check_environment
-from cory.suite_results import write_results
+from cory.suite_report import write_results
 from cory.suites import SUITE_FILE, PlannedRun, Suite
 from cory.trainer import Trainer
 
