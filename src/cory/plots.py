@@ -1,5 +1,6 @@
 """Plots of a suite (matplotlib, PNG): training curves with seed bands, the reward-KL plane
-with each method's trajectory and the Pareto frontier, and a sweep's final values."""
+with each method's trajectory and the Pareto frontier, the transfer diagnostics over training,
+and a sweep's final values."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from cory.evaluation import pareto_frontier  # noqa: E402
+from cory.suite_diagnostics import DIAGNOSTICS  # noqa: E402
 
 
 def _smooth(values: np.ndarray, window: int) -> np.ndarray:
@@ -102,6 +104,41 @@ def draw_reward_kl(path: Path, description: dict[str, Any], results: list) -> No
     plt.close(figure)
 
 
+def draw_diagnostics(path: Path, description: dict[str, Any], results: list) -> bool:
+    """Each transfer diagnostic any run logged, per run name with seed bands: at the held-out
+    evaluations (solid, markers) and on the training batches (dashed, smoothed over 3
+    iterations). Returns whether there was anything to draw."""
+    present = [d for d in DIAGNOSTICS if any(d in row for run in results for row in run.train)
+               or any(f"eval/{d}" in row for run in results for row in run.evals)]
+    if not present:
+        return False
+    figure, axes = plt.subplots(1, len(present), figsize=(4.5 * len(present), 4), squeeze=False)
+    for index, name in enumerate(_names(description)):
+        runs = [r for r in results if r.name == name]
+        colour = f"C{index}"
+        for axis, diagnostic in zip(axes[0], present):
+            label: str | None = name  # on the first line drawn for this run name
+            for key, source, window, style in ((f"eval/{diagnostic}", "evals", 1, "-o"), (diagnostic, "train", 3, "--")):
+                band = _band(runs, key, source, window)
+                if band is None:
+                    continue
+                steps, mean, std = band
+                axis.plot(steps, mean, style, color=colour, markersize=3, label=label)
+                axis.fill_between(steps, mean - std, mean + std, color=colour, alpha=0.15)
+                label = None
+            axis.set_title(diagnostic)
+            axis.set_xlabel("iteration")
+    for axis in axes[0]:
+        if axis.get_legend_handles_labels()[0]:
+            axis.legend(fontsize=7)
+    figure.suptitle(f"{description['name']}: transfer diagnostics (solid: held-out evaluations, dashed: training "
+                    "batches; mean ± std over seeds)")
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return True
+
+
 def draw_sweep(path: Path, description: dict[str, Any], results: list) -> None:
     """Final held-out reward and KL against the swept value."""
     values = sorted({r.sweep_value for r in results if r.sweep_value is not None})
@@ -129,6 +166,8 @@ def draw_suite(output_dir: Path, description: dict[str, Any], results: list) -> 
     written = [output_dir / "curves.png", output_dir / "reward_kl.png"]
     draw_curves(written[0], description, results)
     draw_reward_kl(written[1], description, results)
+    if draw_diagnostics(output_dir / "diagnostics.png", description, results):
+        written.append(output_dir / "diagnostics.png")
     if description.get("sweep") and any(r.sweep_value is not None for r in results):
         written.append(output_dir / "sweep.png")
         draw_sweep(written[-1], description, results)

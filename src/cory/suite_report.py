@@ -13,6 +13,7 @@ from typing import Any
 
 from cory.provenance import ENVIRONMENT_FILE
 from cory.stats import Interval
+from cory.suite_diagnostics import diagnostics_over_training
 from cory.suite_results import (PRIMARY_MEASURE, TRAJECTORY_POINTS, RunResult, collect, comparisons, family,
                                 results_table, run_rows, sensitivity)
 from cory.suites import SUITE_FILE, AnalysisConfig
@@ -88,6 +89,7 @@ def write_results(output_dir: Path) -> Path:
         (output_dir / "comparisons.csv").write_text(_csv(compared, columns_compared))
     lines += _family_section(output_dir, description, results, analysis)
     lines += _sensitivity_section(output_dir, description, results)
+    lines += _diagnostics_section(output_dir, description, results, analysis)
     per_run, columns_per_run = run_rows(description, results)
     lines += ["", "## Every run", "",
               f"`{analysis.trajectory}` at up to {TRAJECTORY_POINTS} of its evaluations, collapse indicators at "
@@ -132,6 +134,20 @@ def _sensitivity_section(output_dir: Path, description: dict[str, Any], results:
         "better at the last evaluation, and at each evaluation the better agent's point (`best of "
         "two`). The last two are chosen after the fact and favour the multi-agent run; the verdict "
         "is the uncorrected one-sided sign-flip test.")
+
+
+def _diagnostics_section(output_dir: Path, description: dict[str, Any], results: list[RunResult],
+                         analysis: AnalysisConfig) -> list[str]:
+    return _table_section(
+        output_dir, diagnostics_over_training(description, results, analysis.trajectory), "diagnostics.csv",
+        "Transfer diagnostics over training",
+        f"Per multi-agent run and evaluation step, the mean over seeds of `{analysis.trajectory}`'s reward "
+        "and KL and of each diagnostic of `cory.multi.transfer`: at that held-out evaluation (`eval`) and "
+        "over the training batches since the previous one (`train`). `transfer_gain`: a turn's reward "
+        "minus its agent's on the plain query (in training only under difference credit); `copy_rate`: "
+        "answers mostly repeating an input; `uses_right`/`fixes_wrong`: P(right | input right/wrong); "
+        "`round1/flip_*`: answers turned right->wrong and wrong->right by the second round. Drawn in "
+        "`diagnostics.png`.")
 
 
 RUN_FILES = ("metrics.jsonl", "config.yaml", "final/summary.json", ENVIRONMENT_FILE)
