@@ -88,7 +88,8 @@ def assert_same_run(reference, resumed):
                 assert torch.equal(a[key], b[key]), (agent, name, key)
 
 
-@pytest.mark.parametrize("method", ["ppo", "cory", "elastic_reset", "refine"])
+# PPO's own resume is proven by the checkpoint-write kill below and inside Elastic Reset's run.
+@pytest.mark.parametrize("method", ["cory", "elastic_reset", "refine"])
 def test_sigkill_at_a_random_iteration_then_resume_is_exact(tmp_path, method):
     config = write_config(tmp_path, method)
     run_to_end(config, tmp_path / "reference")
