@@ -20,13 +20,15 @@ def _run(name, seed, top, final=None):
 
 def test_each_arm_is_paired_with_the_reference_and_its_diagnostics_averaged():
     results = [_run("ppo", s, 1.0) for s in (0, 1)]
-    results += [_run("cory", s, 1.0 + 0.4 * (s + 1), {"eval/observer/transfer_gain": 0.1 * s}) for s in (0, 1)]
+    results += [_run("cory", s, 1.0 + 0.4 * (s + 1), {"eval/observer/transfer_gain": 0.1 * s,
+                                                       "eval/round1/flip_right_wrong": 0.5 + 0.1 * s}) for s in (0, 1)]
     description = {"name": "x", "analysis": {"trajectory": "eval/solo", "reference": "ppo",
                                              "rows": ["eval/observer/transfer_gain", "eval/uses_right"]}}
     (cell,) = suite_cells(description, results, "smollm2-135m", "imdb")
     # matched-KL levels 1, 2, 3: differences 0.1 x level (seed 0) and 0.2 x level (seed 1), averaged
     assert cell.differences == pytest.approx([0.2, 0.4]) and cell.mean == pytest.approx(0.3)
-    assert cell.diagnostics == pytest.approx({"observer/transfer_gain": 0.05})  # uses_right: not logged
+    # the suite's rows and the headline transfer diagnostics the arm logged (uses_right: not logged)
+    assert cell.diagnostics == pytest.approx({"observer/transfer_gain": 0.05, "round1/flip_right_wrong": 0.55})
 
 
 def test_pooled_sd_weights_each_cell_by_its_degrees_of_freedom():

@@ -23,6 +23,7 @@ import yaml
 from scipy import stats as scipy_stats
 
 from cory.errors import ConfigError
+from cory.suite_diagnostics import DIAGNOSTICS
 from cory.suite_results import RunResult, collect, compared_pairs, matched_kl_difference
 from cory.suites import AnalysisConfig
 
@@ -33,7 +34,8 @@ ALPHA, POWER = 0.05, 0.80
 @dataclass
 class Cell:
     """One non-reference arm of one suite: its per-seed differences from the reference and the
-    mean over seeds of each diagnostic the suite's analysis lists (``analysis.rows``)."""
+    mean over seeds, at the last evaluation, of each row the suite's analysis lists
+    (``analysis.rows``) and of each headline transfer diagnostic the arm logged."""
 
     model: str
     task: str
@@ -57,8 +59,9 @@ def suite_cells(description: dict[str, Any], results: list[RunResult], model: st
             continue
         values = [v for run_a, run_b in runs if math.isfinite(v := matched_kl_difference(
             run_a.trajectory(analysis.trajectory), run_b.trajectory(analysis.trajectory)))]
+        keys = dict.fromkeys([*analysis.rows, *(f"eval/{d}" for d in DIAGNOSTICS)])
         diagnostics = {key.removeprefix("eval/"): float(np.mean([run_a.final[key] for run_a, _ in runs]))
-                       for key in analysis.rows if runs and all(key in run_a.final for run_a, _ in runs)}
+                       for key in keys if runs and all(key in run_a.final for run_a, _ in runs)}
         cells.append(Cell(model, task, a, values, diagnostics))
     return cells
 
