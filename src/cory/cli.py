@@ -85,13 +85,15 @@ def _plot(args: argparse.Namespace) -> None:
 
 
 def _screen(args: argparse.Namespace) -> None:
+    from cory.confirmation import confirmation_report
     from cory.screen import screen_report
 
-    missing = [folder for folder in args.folders if not (Path(folder) / "suite.json").exists()]
+    missing = [folder for folder in [*args.folders, *args.confirm] if not (Path(folder) / "suite.json").exists()]
     if missing:
         raise ConfigError(f"cory screen: {', '.join(missing)} holds no suite.json; pass suite output folders "
                           "(runs/suites/NAME) or their exported copies (docs/results/NAME)")
-    report = screen_report([Path(folder) for folder in args.folders])
+    screened = [Path(folder) for folder in args.folders]
+    report = screen_report(screened) + "\n" + confirmation_report(screened, [Path(f) for f in args.confirm])
     print(report, end="")
     if args.out:
         Path(args.out).write_text(report)
@@ -180,6 +182,8 @@ def build_parser() -> argparse.ArgumentParser:
     screen = commands.add_parser(
         "screen", help="rank every arm of several suites against their PPO arm; the confirmation rule per model")
     screen.add_argument("folders", nargs="+", help="suite output folders (or exported copies), one per cell")
+    screen.add_argument("--confirm", nargs="+", default=[], metavar="FOLDER",
+                        help="confirmation suite folders (the selected cells on fresh seeds): tested, Holm over them")
     screen.add_argument("--out", default=None, metavar="FILE", help="also write the markdown there")
     screen.set_defaults(run=_screen)
     probe_command = commands.add_parser(

@@ -14,7 +14,7 @@ exact one-sided sign-flip test needs to reach p < 0.05), and a cell needing more
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +42,7 @@ class Cell:
     arm: str
     differences: list[float]
     diagnostics: dict[str, float]
+    seeds: list[int] = field(default_factory=list)  # the seed of each difference
 
     @property
     def mean(self) -> float:
@@ -57,12 +58,12 @@ def suite_cells(description: dict[str, Any], results: list[RunResult], model: st
     for a, b, runs in compared_pairs(analysis, results):
         if b != analysis.reference:
             continue
-        values = [v for run_a, run_b in runs if math.isfinite(v := matched_kl_difference(
-            run_a.trajectory(analysis.trajectory), run_b.trajectory(analysis.trajectory)))]
+        by_seed = {run_a.seed: v for run_a, run_b in runs if math.isfinite(v := matched_kl_difference(
+            run_a.trajectory(analysis.trajectory), run_b.trajectory(analysis.trajectory)))}
         keys = dict.fromkeys([*analysis.rows, *(f"eval/{d}" for d in DIAGNOSTICS)])
         diagnostics = {key.removeprefix("eval/"): float(np.mean([run_a.final[key] for run_a, _ in runs]))
                        for key in keys if runs and all(key in run_a.final for run_a, _ in runs)}
-        cells.append(Cell(model, task, a, values, diagnostics))
+        cells.append(Cell(model, task, a, list(by_seed.values()), diagnostics, list(by_seed)))
     return cells
 
 
@@ -107,6 +108,12 @@ def power_with(seeds: int, difference: float, sd: float, alpha: float = ALPHA) -
     return float(scipy_stats.norm.cdf(difference * math.sqrt(seeds) / sd - scipy_stats.norm.ppf(1 - alpha)))
 
 
+def detectable_effect(seeds: int, sd: float, alpha: float = ALPHA, power: float = POWER) -> float:
+    """The smallest true mean difference a one-sided test at ``alpha`` with ``seeds`` seeds
+    detects with ``power`` (normal approximation): what a null at that many seeds can rule out."""
+    return (scipy_stats.norm.ppf(1 - alpha) + scipy_stats.norm.ppf(power)) * sd / math.sqrt(seeds)
+
+
 @dataclass
 class Selection:
     model: str
@@ -143,7 +150,8 @@ def select(cells: list[Cell]) -> list[Selection]:
     return selections
 
 
-def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+def markdown_table(header: list[str], rows: list[list[str]]) -> list[str]:
+    """A markdown table, one string per line."""
     return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)] + ["| " + " | ".join(r) + " |" for r in rows]
 
 
@@ -152,12 +160,13 @@ def screen_report(folders: list[Path]) -> str:
     cells = screen_cells(folders)
     keys = list(dict.fromkeys(k for c in cells for k in c.diagnostics))
     ranked = sorted(cells, key=lambda c: (c.model, -c.mean if math.isfinite(c.mean) else math.inf))
-    lines = _table(["model", "task", "arm", "seeds", "reward at matched KL − PPO, per seed", "mean", *keys],
-                   [[c.model, c.task, c.arm, str(len(c.differences)), ", ".join(f"{v:+.3f}" for v in c.differences),
-                     f"{c.mean:+.3f}", *(f"{c.diagnostics[k]:+.3f}" if k in c.diagnostics else "" for k in keys)]
-                    for c in ranked])
-    lines += [""] + _table(["model", "best cell", "mean", "pooled sd", "selection"],
-                           [[s.model, f"{s.best.task} / {s.best.arm}" if s.best else "",
-                             f"{s.best.mean:+.3f}" if s.best else "", f"{s.sd:.3f}", s.verdict]
-                            for s in select(cells)])
+    lines = markdown_table(
+        ["model", "task", "arm", "seeds", "reward at matched KL − PPO, per seed", "mean", *keys],
+        [[c.model, c.task, c.arm, str(len(c.differences)), ", ".join(f"{v:+.3f}" for v in c.differences),
+          f"{c.mean:+.3f}", *(f"{c.diagnostics[k]:+.3f}" if k in c.diagnostics else "" for k in keys)]
+         for c in ranked])
+    lines += [""] + markdown_table(
+        ["model", "best cell", "mean", "pooled sd", "selection"],
+        [[s.model, f"{s.best.task} / {s.best.arm}" if s.best else "", f"{s.best.mean:+.3f}" if s.best else "",
+          f"{s.sd:.3f}", s.verdict] for s in select(cells)])
     return "\n".join(lines) + "\n"
