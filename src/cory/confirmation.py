@@ -86,6 +86,10 @@ def confirmation_table(confirmations: list[Confirmation]) -> list[str]:
          for c in confirmations])
 
 
+def _seeds(n: int) -> str:
+    return f"{n} seed" if n == 1 else f"{n} seeds"
+
+
 def _screen_row(cell: Cell, selection: Selection) -> list[str]:
     n = len(cell.differences)
     if selection.best is not None and _same_cell(selection.best, cell):
@@ -94,7 +98,7 @@ def _screen_row(cell: Cell, selection: Selection) -> list[str]:
         verdict = "not selected"
     power = (f"80 % only for effects ≥ {detectable_effect(n, selection.sd):.3f}"
              if n and selection.sd > 0 else "n/a")
-    return [cell.model, cell.task, cell.arm, f"screen, {n} seeds", str(t_interval(cell.differences)),
+    return [cell.model, cell.task, cell.arm, f"screen, {_seeds(n)}", str(t_interval(cell.differences)),
             f"{verdict} (screening only)", power]
 
 
@@ -103,7 +107,7 @@ def _confirmed_row(result: Confirmation) -> list[str]:
     assert selection.best is not None  # confirm() accepts only a selected cell
     power = (f"{power_with(len(cell.differences), selection.best.mean, selection.sd):.0%} "
              f"for the screen's {selection.best.mean:+.3f}")
-    return [cell.model, cell.task, cell.arm, f"confirmation, {len(cell.differences)} seeds", str(result.interval),
+    return [cell.model, cell.task, cell.arm, f"confirmation, {_seeds(len(cell.differences))}", str(result.interval),
             f"{result.verdict} (Holm p {_p(result.holm_p)})", power]
 
 
