@@ -83,3 +83,22 @@ def test_cory_screen_reads_suite_folders(tmp_path, capsys):
     assert "not sized: no spread between seeds to pool" in printed and out.read_text() == printed
     assert main(["screen", str(tmp_path / "nowhere")]) == 2
     assert "holds no suite.json" in capsys.readouterr().err
+
+
+def test_the_four_screen_suites_share_one_schedule_and_the_same_arms():
+    """docs/preregistration.md: every arm of every cell on the same shortened schedule, seeds 0
+    and 1; a Gemma suite differs from its SmolLM2 twin only in the model and its chunking."""
+    from pathlib import Path
+
+    suites = Path(__file__).resolve().parents[1] / "configs" / "suites"
+    loaded = {f"{m}_{t}": yaml.safe_load((suites / f"screen_{m}_{t}.yaml").read_text())
+              for m in ("smollm2", "gemma") for t in ("imdb", "arithmetic")}
+    for name, suite in loaded.items():
+        assert suite["seeds"] == [0, 1] and list(suite["runs"]) == ["ppo", "cory", "cory_difference", "refine"]
+        assert {k: suite["overrides"][k] for k in ("steps", "eval_every", "ppo.batch_size")} == \
+            {"steps": 16, "eval_every": 8, "ppo.batch_size": 8}, name
+        assert suite["analysis"]["reference"] == "ppo" and suite["analysis"]["trajectory"] == "eval/solo"
+    for task in ("imdb", "arithmetic"):
+        gemma, smollm2 = loaded[f"gemma_{task}"], loaded[f"smollm2_{task}"]
+        assert gemma["overrides"] == {**smollm2["overrides"], "model": "gemma3-270m", "generation.rows_per_call": 64}
+        assert gemma["runs"] == smollm2["runs"] and gemma["analysis"] == smollm2["analysis"]
