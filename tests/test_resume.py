@@ -16,6 +16,7 @@ import yaml
 from safetensors.torch import load_file
 
 from cory.checkpoint import latest_good, step_dirs
+from cory.config import RunConfig
 from cory.errors import ConfigError
 from cory.logging import read_jsonl_rows
 
@@ -151,3 +152,12 @@ def test_resume_refuses_a_different_config_but_allows_more_steps(tmp_path, make_
     trainer.train()
     trainer.close()
     assert [r["step"] for r in trainer.rows] == [0, 1, 2, 3, 4]
+    # a key listed in allow_config_change may change, and so may the list itself
+    threaded = dict(steps=5, save_every=1, eval_every=0, resume="auto", threads=torch.get_num_threads())
+    with pytest.raises(ConfigError, match=rf"threads: None -> {torch.get_num_threads()}"):
+        Trainer(make_config(**threaded)).train()
+    allowed = [*RunConfig().allow_config_change, "threads"]
+    trainer = Trainer(make_config(**threaded, allow_config_change=allowed))
+    trainer.train()
+    trainer.close()
+    assert [r["step"] for r in trainer.rows] == [0, 1, 2, 3, 4, 5]

@@ -72,14 +72,17 @@ def find_checkpoint(run_dir: Path, resume: str | None) -> Checkpoint | None:
 
 
 def check_resumable(checkpoint: Checkpoint, config: RunConfig) -> None:
-    """Refuse to resume under a config that differs outside ``allow_config_change``."""
-    differences = config_differences(checkpoint.state["config"], redacted(to_dict(config)), config.allow_config_change)
+    """Refuse to resume under a config that differs outside ``allow_config_change`` (which may
+    itself always change: it governs this check, not the run)."""
+    allowed = [*config.allow_config_change, "allow_config_change"]
+    differences = config_differences(checkpoint.state["config"], redacted(to_dict(config)), allowed)
     if differences:
         raise ConfigError(
             "resume: the checkpoint was written by a different config; these keys differ:\n  "
             + "\n  ".join(differences)
             + "\nKeys listed in allow_config_change may differ (default: steps, eval_every, "
-            "save_every, keep_last, log, resume, output_dir).")
+            "save_every, keep_last, log, resume, output_dir); add a key there to change it, e.g. "
+            "allow_config_change=[steps,eval_every,save_every,keep_last,log,resume,output_dir,threads].")
 
 
 def restore_logs(run_dir: Path, checkpoint: Checkpoint) -> None:
