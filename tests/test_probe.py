@@ -11,9 +11,10 @@ from cory.answers import extract_answer
 from cory.cli import main
 from cory.config import TaskConfig
 from cory.loading import resolve
-from cory.probe import run_probe, shown_answers
+from cory.probe import reply_shape, run_probe, shown_answers
 from cory.rewards.exact_match import ExactMatchReward
 from cory.tasks.arithmetic import build_arithmetic
+from cory.tasks.shown import AnswerJoin
 from cory.types import Prompt
 
 
@@ -51,8 +52,46 @@ def test_the_probe_measures_a_model_that_copies_what_it_is_shown(tmp_path):
     assert rows["right"].difference == pytest.approx(1.0 - zeros)
     assert rows["right"].low <= rows["right"].difference <= rows["right"].high
     assert rows["wrong"].difference == pytest.approx(-zeros)
-    assert len(asked) == 3 * 12 * 2  # three conditions, each query twice
+    assert len(asked) == 4 * 12 * 2  # nothing, right, wrong, own; each query twice
     assert all(q.solution in p for q, p in zip(task.test, asked[24:48:2]))  # the observer saw the gold solution
+    # own: shown its plain answer ('#### 0'), it repeats it: right exactly where the answer is 0
+    assert rows["own"].accuracy == pytest.approx(zeros) and rows["own"].difference == pytest.approx(0.0)
+    assert rows["own"].fixes_wrong == 0.0
+    assert rows["own"].uses_right == (1.0 if zeros else None)
+
+
+def test_the_probe_shows_the_gold_solution_as_a_reply_would_carry_it_under_each_join(tmp_path):
+    """A stand-in model whose replies carry what generation leaves (a leading space, the blank
+    lines before the stop string): the gold solution is shown wearing the same, and the
+    verbatim join passes it on while the clean join removes it, on the same draws."""
+    config = resolve({"model": "tiny-random", "task": {"name": "arithmetic", "n_test": 6},
+                      "eval": {"n_prompts": 6, "samples_per_prompt": 1}, "output_dir": str(tmp_path)})
+    task = build_arithmetic(TaskConfig(name="arithmetic", n_train=30, n_test=6, few_shot=0, chat_template=False))
+    asked: list[str] = []
+
+    def answer_with_leftovers(prompts: list[str]) -> list[str]:
+        asked.extend(prompts)
+        return [f" It is {extract_answer(p.split('Answer:')[-1]) or 0}.\n#### {extract_answer(p.split('Answer:')[-1]) or 0}\n\n"
+                for p in prompts]
+
+    verbatim = AnswerJoin(separator="\n\n", verbatim=True)
+    rows = run_probe(config, answer_with_leftovers, task, ExactMatchReward(), [verbatim])
+    assert [(row.condition, row.join) for row in rows] == [
+        ("nothing", ""), ("right", "clean"), ("wrong", "clean"), ("own", "clean"),
+        ("right", "verbatim"), ("wrong", "verbatim"), ("own", "verbatim")]
+    first = task.test[0]
+    clean_right, verbatim_right = asked[6], asked[24]
+    assert clean_right == (f"{first.query} {first.solution}\n"
+                           "The solution above may be wrong. A checked solution:")
+    assert verbatim_right == (f"{first.query}  {first.solution}\n\n\n"
+                              "The solution above may be wrong. A checked solution:")
+    assert asked[18] == (f"{first.query} It is 0.\n#### 0\n"
+                         "The solution above may be wrong. A checked solution:")  # own, clean
+
+
+def test_reply_shape_is_the_most_common_white_space_at_each_end():
+    assert reply_shape([" a\n\n", " b\n\n", "c", " d \n\n"]) == (" ", "\n\n")
+    assert reply_shape([]) == ("", "")
 
 
 def test_cory_probe_runs_on_the_tiny_model_and_writes_its_table(tmp_path, capsys):
@@ -61,7 +100,7 @@ def test_cory_probe_runs_on_the_tiny_model_and_writes_its_table(tmp_path, capsys
                       "generation: {max_new_tokens: 4}\neval: {n_prompts: 4}\n")
     assert main(["probe", str(config), f"output_dir={tmp_path / 'run'}", "--out", str(tmp_path / "probe")]) == 0
     rows = json.loads((tmp_path / "probe.json").read_text())["rows"]
-    assert [row["condition"] for row in rows] == ["nothing", "high", "low"]
+    assert [row["condition"] for row in rows] == ["nothing", "high", "low", "own"]
     assert all(0.0 <= row["reward"] <= 1.0 for row in rows)
     assert "| high: its highest-reward answer of 4 to the plain query |" in (tmp_path / "probe.md").read_text()
     assert "tiny-random on toy" in capsys.readouterr().out

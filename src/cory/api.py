@@ -24,6 +24,7 @@ from cory.errors import ConfigError
 from cory.loading import load_config, resolve
 from cory.rewards.simple import CallableReward
 from cory.tasks.base import GENERIC_REVISE_TEMPLATE, Task, split_train_test
+from cory.tasks.shown import answer_join_for
 from cory.trainer import Trainer
 from cory.types import Prompt
 
@@ -75,8 +76,9 @@ def custom_task(config: RunConfig, prompts: list[Prompt], eval_prompts: list[Pro
     return Task(name="custom", train=prompts, test=eval_prompts, default_reward="python",
                 observer_template=config.task.observer_template or GENERIC_OBSERVER_TEMPLATE,
                 revise_template=config.task.revise_template or GENERIC_REVISE_TEMPLATE,
-                answer_separator=config.task.answer_separator, chat=bool(config.task.chat_template),
-                stop_strings=list(config.task.stop_strings or []))
+                join=answer_join_for(config.task, "\n\n", verbatim=False,
+                                     stop_strings=config.task.stop_strings or []),
+                chat=bool(config.task.chat_template), stop_strings=list(config.task.stop_strings or []))
 
 
 def _config_of(config: RunConfig | str | Path | Mapping[str, Any], overrides: list[str]) -> RunConfig:

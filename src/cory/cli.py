@@ -103,7 +103,7 @@ def _probe(args: argparse.Namespace) -> None:
     from cory.probe import probe, probe_table, write_probe  # torch
 
     config = load_config(args.config, args.overrides)
-    rows = probe(config)
+    rows = probe(config, args.joins)
     title = f"{config.agent_models()[0]} on {config.task.name}"
     print(probe_table(rows, title))
     if args.out:
@@ -190,6 +190,9 @@ def build_parser() -> argparse.ArgumentParser:
         "probe", help="does the model use an answer it is shown? (no training; CORY's precondition)")
     probe_command.add_argument("config", help="YAML config file (its model, task, reward and eval settings)")
     probe_command.add_argument("overrides", nargs="*", help="dotted overrides, e.g. model=gemma3-270m")
+    probe_command.add_argument("--join", dest="joins", action="append", default=[], choices=["clean", "verbatim"],
+                               help="also show every answer under this join (repeatable), on the same draws: "
+                                    "e.g. --join verbatim compares the join before 2026-12-07")
     probe_command.add_argument("--out", default=None, metavar="PATH",
                                help="also write PATH.md (the table) and PATH.json (the numbers)")
     probe_command.set_defaults(run=_probe)

@@ -224,7 +224,13 @@ class TaskConfig:
     revise_template: str | None = option(
         None, help="topology.rounds > 1: the prompt of a later round, {answers} holding the previous "
                    "round's answers and the round's parents' (null: the task's)")
-    answer_separator: str = "\n"
+    answer_separator: str | None = option(
+        None, help="between the answers a turn is shown (null: the task's, a blank line where answers "
+                   "are paragraphs (math, hh, custom), a line break for one-line continuations (imdb, toy))")
+    answer_join: Literal["clean", "verbatim"] | None = option(
+        None, help="how a shown answer appears: clean (no stop-string leftovers, no white space at its "
+                   "ends) or verbatim (as generated); null: the task's (verbatim for imdb's continuation "
+                   "template and toy's token strings, clean elsewhere; every task was verbatim before 2026-12-07)")
     stop_strings: list[str] | None = option(
         None, help="a response ends at any of these (null: the task's, e.g. 'Question:')")
     chat_template: bool | None = option(None, help="null: use it if the tokenizer has one")

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from cory.errors import CoryError
+from cory.tasks.shown import AnswerJoin
 from cory.types import Prompt
 
 
@@ -26,7 +27,7 @@ class Task:
     test: list[Prompt]
     default_reward: str
     observer_template: str
-    answer_separator: str = "\n"
+    join: AnswerJoin = field(default_factory=AnswerJoin)  # how earlier answers appear in a prompt
     chat: bool = False  # whether prompts are chat messages (formatted by each agent's template)
     checker: Callable[[list[Prompt], list[str]], list[bool]] | None = None  # correct answers
     stop_strings: list[str] = field(default_factory=list)  # a response ends at any of these
@@ -45,7 +46,7 @@ class Task:
         if not answers:
             return prompt.query
         template = self.revise_template if revising else self.observer_template
-        return template.format(query=prompt.query, answers=self.answer_separator.join(answers))
+        return template.format(query=prompt.query, answers=self.join.join(answers))
 
 
 def split_train_test(items: list, n_test: int, seed: int = 0) -> tuple[list, list]:

@@ -12,6 +12,7 @@ from cory.config import TaskConfig
 from cory.errors import DataError
 from cory.sources import is_local_file, load_hub_dataset, read_jsonl
 from cory.tasks.base import DEFAULT_REWARDS, Task, split_train_test
+from cory.tasks.shown import answer_join_for
 from cory.types import Prompt
 
 ASSISTANT = "\n\nAssistant:"
@@ -63,6 +64,7 @@ def build_hh(config: TaskConfig) -> Task:
     else:
         train = _unique_prompts(load_pairs(source, "train"))
         test = _unique_prompts(load_pairs(config.test_source or source, "test"))[: config.n_test]
+    stop_strings = config.stop_strings if config.stop_strings is not None else ["\n\nHuman:"]
     return Task(
         name="hh",
         train=[Prompt(p) for p in train],
@@ -70,6 +72,6 @@ def build_hh(config: TaskConfig) -> Task:
         default_reward=DEFAULT_REWARDS["hh"],
         observer_template=config.observer_template or OBSERVER_TEMPLATE,
         revise_template=config.revise_template or REVISE_TEMPLATE,
-        answer_separator=config.answer_separator,
-        stop_strings=config.stop_strings if config.stop_strings is not None else ["\n\nHuman:"],
+        join=answer_join_for(config, "\n\n", verbatim=False, stop_strings=stop_strings),
+        stop_strings=stop_strings,
     )

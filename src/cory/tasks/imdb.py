@@ -17,6 +17,7 @@ from cory.config import TaskConfig
 from cory.errors import ConfigError
 from cory.sources import is_local_file, load_hub_dataset, read_rated_snippets, read_texts
 from cory.tasks.base import DEFAULT_REWARDS, Task, split_train_test
+from cory.tasks.shown import answer_join_for
 from cory.types import Prompt
 
 OBSERVER_TEMPLATE = 'I can make this sentence "{query}{answers}" more positive: {query}'
@@ -74,5 +75,5 @@ def build_imdb(config: TaskConfig, tokenizer: PreTrainedTokenizerBase) -> Task:
         default_reward=DEFAULT_REWARDS["imdb"],
         observer_template=config.observer_template or OBSERVER_TEMPLATE,
         revise_template=config.revise_template or REVISE_TEMPLATE,
-        answer_separator=config.answer_separator,
+        join=answer_join_for(config, "\n", verbatim=True, stop_strings=config.stop_strings or []),
     )

@@ -14,6 +14,7 @@ from transformers import PreTrainedTokenizerBase
 from cory.config import TaskConfig
 from cory.answers import check_answers
 from cory.tasks.base import DEFAULT_REWARDS, Task
+from cory.tasks.shown import answer_join_for
 from cory.types import Prompt
 
 INSTRUCTION = "Solve the problem step by step. Write the final answer as a number after '####'."
@@ -53,6 +54,7 @@ def math_task(name: str, config: TaskConfig, train: list[Problem], test: list[Pr
               tokenizer: PreTrainedTokenizerBase | None) -> Task:
     chat = wants_chat(config, tokenizer)
     shots = train[: config.few_shot]
+    stop_strings = config.stop_strings if config.stop_strings is not None else ["Question:"]
     return Task(
         name=name,
         train=format_prompts(train[config.few_shot:], shots, chat),
@@ -60,8 +62,8 @@ def math_task(name: str, config: TaskConfig, train: list[Problem], test: list[Pr
         default_reward=DEFAULT_REWARDS[name],
         observer_template=config.observer_template or (CHAT_OBSERVER if chat else PLAIN_OBSERVER),
         revise_template=config.revise_template or (CHAT_REVISE if chat else PLAIN_REVISE),
-        answer_separator=config.answer_separator,
+        join=answer_join_for(config, "\n\n", verbatim=False, stop_strings=stop_strings),
         chat=chat,
         checker=check_answers,
-        stop_strings=config.stop_strings if config.stop_strings is not None else ["Question:"],
+        stop_strings=stop_strings,
     )

@@ -11,6 +11,7 @@ import string
 
 from cory.config import TaskConfig
 from cory.tasks.base import DEFAULT_REWARDS, Task
+from cory.tasks.shown import answer_join_for
 from cory.types import Prompt
 
 
@@ -28,5 +29,5 @@ def build_toy(config: TaskConfig) -> Task:
         default_reward=DEFAULT_REWARDS["toy"],
         observer_template=config.observer_template or "{answers}|{query}",
         revise_template=config.revise_template or "{answers}||{query}",
-        answer_separator=config.answer_separator,
+        join=answer_join_for(config, "\n", verbatim=True, stop_strings=config.stop_strings or []),
     )
