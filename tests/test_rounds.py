@@ -285,3 +285,26 @@ def test_a_turn_discount_without_rounds_is_reported_as_having_no_effect():
     assert any("collective.turn_discount" in m for m in ignored_settings(config))
     refine = resolve({"model": "tiny-random", "method": "refine", "collective": {"turn_discount": 0.5}})
     assert not ignored_settings(refine)
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"method": "refine", "topology": {"rounds": 1}}, "topology.rounds: method 'refine' answers over 2 rounds"),
+    ({"method": "debate", "topology": {"rounds": 1}}, "topology.rounds: method 'debate'"),
+    ({"method": "elastic_reset", "elastic_reset": {"enabled": False}}, "elastic_reset.enabled: method 'elastic_reset'"),
+])
+def test_a_preset_overridden_so_that_it_no_longer_holds_is_refused(overrides, message):
+    """The run would train another method under this one's name."""
+    with pytest.raises(ConfigError, match=message):
+        resolve({"model": "tiny-random", "device": "cpu", "task": {"name": "toy"}, **overrides})
+    resolve({"model": "tiny-random", "method": "refine", "topology": {"rounds": 3}})  # still critique and revise
+
+
+@pytest.mark.parametrize("overrides, key", [
+    ({"topology": {"answer": "vote"}, "task": {"name": "arithmetic"}}, "topology.answer"),
+    ({"collective": {"lambda": 1.0}}, "collective.lambda"),
+    ({"roles": {"swap_every": 5}}, "roles.swap_every"),
+])
+def test_multi_agent_keys_on_a_single_agent_run_are_reported_as_having_no_effect(overrides, key):
+    config = resolve({"model": "tiny-random", "method": "grpo", "algorithm": {"group_size": 2}, **overrides})
+    assert [m for m in ignored_settings(config) if m.startswith(f"{key} = ")]
+    assert not ignored_settings(resolve({"model": "tiny-random", "method": "cory", **overrides}))

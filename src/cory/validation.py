@@ -10,6 +10,7 @@ import string
 from cory.algorithms.registry import algorithm_named
 from cory.config import PPOConfig, RunConfig
 from cory.errors import ConfigError
+from cory.methods import METHOD_PRESETS
 from cory.models.specs import check_spec_syntax
 from cory.trackers import TRACKERS
 
@@ -45,7 +46,38 @@ def ignored_settings(config: RunConfig) -> list[str]:
     if config.collective.turn_discount and config.topology.rounds == 1:
         messages.append(f"collective.turn_discount = {config.collective.turn_discount} has no effect: it "
                         "adds later rounds' rewards, and topology.rounds is 1")
+    return messages + _single_agent_ignores(config)
+
+
+def _single_agent_ignores(config: RunConfig) -> list[str]:
+    """Messages about multi-agent keys set on a run with one agent, where they cannot act."""
+    if config.topology.name != "single":
+        return []
+    messages = []
+    if config.topology.answer != "last":
+        messages.append(f"topology.answer = {config.topology.answer!r} has no effect: topology 'single' has one "
+                        "answer per query; it picks among several agents' answers")
+    if config.collective.lambda_:
+        messages.append(f"collective.lambda = {config.collective.lambda_} has no effect: topology 'single' has "
+                        "no other agent whose reward it could weigh")
+    if config.roles.swap_every is not None:
+        messages.append(f"roles.swap_every = {config.roles.swap_every} has no effect: topology 'single' has one "
+                        "role")
     return messages
+
+
+def _check_method_holds(config: RunConfig) -> None:
+    """Keys that define ``method`` must keep the preset's value: otherwise the run would train
+    another method under this one's name (``refine`` with one round is one-round CORY)."""
+    preset = METHOD_PRESETS[config.method]
+    rounds = preset.get("topology", {}).get("rounds", 1)
+    if rounds > 1 and config.topology.rounds == 1:
+        raise ConfigError(f"topology.rounds: method '{config.method}' answers over {rounds} rounds; with "
+                          f"topology.rounds: 1 it would train another method under its name (for refine: "
+                          "method=cory); keep topology.rounds >= 2 or pick that method")
+    if preset.get("elastic_reset", {}).get("enabled") and not config.elastic_reset.enabled:
+        raise ConfigError("elastic_reset.enabled: method 'elastic_reset' is PPO with Elastic Reset; with it off the "
+                          "run is PPO under another name: use method=ppo, or keep elastic_reset.enabled: true")
 
 
 def validate(config: RunConfig) -> RunConfig:
@@ -98,6 +130,7 @@ def validate(config: RunConfig) -> RunConfig:
             raise ConfigError(f"task.{key}: must contain {{query}}, e.g. "
                               "'Improve this: {query}{answers}\\n{query}'")
     _check_rounds_and_credit(config)
+    _check_method_holds(config)
     for name in config.log.report_to:
         if name not in TRACKERS:
             raise ConfigError(f"log.report_to: unknown tracker {name!r}; choose from {', '.join(TRACKERS)}")
