@@ -68,3 +68,20 @@ def test_a_reward_that_returns_text_is_refused_with_the_rows_index(tmp_path):
     config = {**SETTINGS, "output_dir": str(tmp_path / "run")}
     with pytest.raises(RewardError, match=r"returned '1.5' \(str\) for response 0; return numbers, not text"):
         cory.train(config, reward_fn=lambda prompts, responses: ["1.5"] * len(responses), prompts=PROMPTS)
+
+
+def test_a_run_that_failed_before_its_first_iteration_can_be_rerun_in_the_same_folder(tmp_path, capsys):
+    """A notebook user whose reward raised fixes it and runs the cell again: no resume=auto."""
+    config = {**SETTINGS, "output_dir": str(tmp_path / "run")}
+
+    def broken(prompts, responses):
+        raise ValueError("typo in my reward")
+
+    with pytest.raises(RewardError, match="typo in my reward"):
+        cory.train(config, reward_fn=broken, prompts=PROMPTS)
+    assert (tmp_path / "run" / "config.yaml").exists()  # the failed start left its folder
+    result = cory.train(config, reward_fn=count_a, prompts=PROMPTS)
+    assert [r["step"] for r in result.rows] == [0, 1, 2]
+    assert "stopped before its first iteration ended" in capsys.readouterr().out
+    with pytest.raises(ConfigError, match="already holds a run; pass resume=auto"):
+        cory.train(config, reward_fn=count_a, prompts=PROMPTS)  # a finished run is never overwritten

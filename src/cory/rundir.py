@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from cory.agents.group import AgentGroup, export_agents
-from cory.checkpoint import Checkpoint, latest_good, load_checkpoint, writing_into
+from cory.checkpoint import Checkpoint, checkpoints_dir, latest_good, load_checkpoint, step_dirs, writing_into
 from cory.config import RunConfig, config_to_yaml
 from cory.configtree import to_dict
 from cory.errors import ConfigError
@@ -52,14 +52,25 @@ def open_run_dir(run_dir: Path, config: RunConfig) -> Checkpoint | None:
     checkpoint = find_checkpoint(run_dir, config.resume)
     if checkpoint is not None:
         return checkpoint
-    if any((run_dir / name).exists() for name in (*LOG_FILES, "final")) and config.resume is None:
+    if config.resume is None and holds_results(run_dir):
         raise ConfigError(f"output_dir: '{run_dir}' already holds a run; pass resume=auto "
                           "to continue it, or choose another output_dir")
+    if config.resume is None and (run_dir / "config.yaml").exists():
+        print(f"{run_dir}: the run there stopped before its first iteration ended (no metrics row, no "
+              "checkpoint, no final model); starting it afresh in the same folder")
     for name in (*LOG_FILES, TRACKER_STATE, ENVIRONMENT_FILE):
         (run_dir / name).unlink(missing_ok=True)
     shutil.rmtree(run_dir / "tensorboard", ignore_errors=True)
     (run_dir / "config.yaml").write_text(config_to_yaml(config), encoding="utf-8")
     return None
+
+
+def holds_results(run_dir: Path) -> bool:
+    """Whether ``run_dir`` holds something a fresh start would destroy: a metrics row, a
+    checkpoint or a final model (a run that failed before its first iteration ended has none)."""
+    metrics = run_dir / METRICS_FILE
+    has_rows = metrics.exists() and bool(metrics.read_text(encoding="utf-8").strip())
+    return has_rows or (run_dir / "final").exists() or bool(step_dirs(checkpoints_dir(run_dir)))
 
 
 def find_checkpoint(run_dir: Path, resume: str | None) -> Checkpoint | None:
