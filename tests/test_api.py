@@ -85,3 +85,11 @@ def test_a_run_that_failed_before_its_first_iteration_can_be_rerun_in_the_same_f
     assert "stopped before its first iteration ended" in capsys.readouterr().out
     with pytest.raises(ConfigError, match="already holds a run; pass resume=auto"):
         cory.train(config, reward_fn=count_a, prompts=PROMPTS)  # a finished run is never overwritten
+
+
+def test_holding_out_part_of_the_prompts_is_said_at_the_start(tmp_path, capsys):
+    config = {**SETTINGS, "steps": 1, "eval": {"n_prompts": 8}, "output_dir": str(tmp_path / "run")}
+    cory.train(config, reward_fn=count_a, prompts=[f"prompt {i}" for i in range(8)])
+    out = capsys.readouterr().out
+    assert "8 prompts and no eval_prompts: training on 6, evaluating on 2 held out" in out
+    assert "eval.n_prompts = 8, but only 2 evaluation prompts exist" in out

@@ -72,7 +72,14 @@ def custom_task(config: RunConfig, prompts: list[Prompt], eval_prompts: list[Pro
     """A task over the caller's prompts: ``eval_prompts``, or ``task.n_test`` of the prompts
     (at most a third, a fixed shuffle) held out for evaluation."""
     if eval_prompts is None:
+        given = len(prompts)
         prompts, eval_prompts = split_train_test(prompts, config.task.n_test)
+        print(f"cory.train: {given} prompts and no eval_prompts: training on {len(prompts)}, evaluating on "
+              f"{len(eval_prompts)} held out (task.n_test = {config.task.n_test}, at most a third of them); "
+              "pass eval_prompts=[...] to choose the evaluation prompts yourself")
+    if config.eval.n_prompts > len(eval_prompts):
+        print(f"cory.train: eval.n_prompts = {config.eval.n_prompts}, but only {len(eval_prompts)} evaluation "
+              f"prompts exist; evaluation uses those {len(eval_prompts)}")
     return Task(name="custom", train=prompts, test=eval_prompts, default_reward="python",
                 observer_template=config.task.observer_template or GENERIC_OBSERVER_TEMPLATE,
                 revise_template=config.task.revise_template or GENERIC_REVISE_TEMPLATE,
