@@ -152,6 +152,11 @@ def test_resume_refuses_a_different_config_but_allows_more_steps(tmp_path, make_
     trainer.train()
     trainer.close()
     assert [r["step"] for r in trainer.rows] == [0, 1, 2, 3, 4]
+    # events count iterations from 0: checkpoint k follows iteration k - 1; the resume is an event
+    events = [(e["step"], e["event"], e.get("checkpoint"))
+              for e in read_jsonl_rows(Path(config.output_dir) / "events.jsonl")]
+    assert events == [(0, "checkpoint", 1), (1, "checkpoint", 2), (2, "resumed", 2),
+                      (2, "checkpoint", 3), (3, "checkpoint", 4)]
     # a key listed in allow_config_change may change, and so may the list itself
     threaded = dict(steps=5, save_every=1, eval_every=0, resume="auto", threads=torch.get_num_threads())
     with pytest.raises(ConfigError, match=rf"threads: None -> {torch.get_num_threads()}"):

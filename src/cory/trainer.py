@@ -87,6 +87,8 @@ class Trainer:
             step, torch.get_num_threads(), self.agents.devices(), config.agent_models(),
             getattr(self.reward, "source", None)))  # a reward read from a model folder has one
         self._open_logger(step)
+        if checkpoint is not None:
+            self.log.event(step, "resumed", checkpoint=checkpoint.step, path=str(checkpoint.path))
         try:
             while True:
                 try:
@@ -318,7 +320,7 @@ class Trainer:
                     "consecutive_faults": self.consecutive_faults}
 
         if self.logger is not None:
-            self.logger.event(step, "checkpoint", path=str(step_dir(self.run_dir, step)))
+            self.logger.event(step - 1, "checkpoint", checkpoint=step, path=str(step_dir(self.run_dir, step)))
         return save_checkpoint(self.run_dir, step, log_texts(self.run_dir, self.config), write,
                                self.config.keep_last)
 
