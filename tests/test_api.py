@@ -93,3 +93,12 @@ def test_holding_out_part_of_the_prompts_is_said_at_the_start(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "8 prompts and no eval_prompts: training on 6, evaluating on 2 held out" in out
     assert "eval.n_prompts = 8, but only 2 evaluation prompts exist" in out
+
+
+def test_the_api_hides_transformers_bars_during_a_run_and_restores_them(tmp_path, capfd):
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.enable_progress_bar()
+    cory.train({**SETTINGS, "steps": 1, "output_dir": str(tmp_path / "run")}, reward_fn=count_a, prompts=PROMPTS)
+    assert "Writing model shards" not in capfd.readouterr().err
+    assert hf_logging.is_progress_bar_enabled()  # the notebook's own setting is back

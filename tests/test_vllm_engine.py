@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from cory.engines import weights
 from cory.engines.vllm_engine import engine_python, sampling_params, to_sampled_batch
 from cory.engines.weights import SharedWeights, layout, read_shared
 from cory.errors import ConfigError, CoryError
@@ -134,12 +135,12 @@ def test_a_rollout_correction_without_vllm_is_refused(make_config):
 
 
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="this interpreter has vLLM")
-def test_an_interpreter_without_vllm_is_named_with_the_way_to_install_it(make_config):
+def test_an_interpreter_without_vllm_is_named_with_the_way_to_install_it(make_config, own_temp_root):
     config = vllm_config(make_config, generation__vllm__python=sys.executable, steps=1)
     with pytest.raises(CoryError, match="make vllm") as error:
         run_trainer(config)
     assert sys.executable in str(error.value)
-    assert not list(Path(tempfile.gettempdir()).glob("cory-vllm-agent0-*"))
+    assert not engine_leftovers(own_temp_root)  # the failed start removed its folder and weights
 
 
 # ------------------------------------------------------------------- real engines
@@ -201,12 +202,22 @@ def test_updated_weights_reach_the_engine_without_a_restart(engine_agent):
     assert engine_agent.engine.process is process and engine_agent.engine.seconds_loading > 0
 
 
-def engine_files() -> set[Path]:
-    """Our engine folders and weight files, and every socket file in the temporary folder
-    (vLLM's IPC sockets, which an engine must not leave behind)."""
-    temporary = Path(tempfile.gettempdir())
-    found = set(temporary.glob("cory-vllm-*")) | {p for p in temporary.iterdir() if p.is_socket()}
-    return found | (set(Path("/dev/shm").glob("cory-vllm-*")) if os.path.isdir("/dev/shm") else set())
+@pytest.fixture
+def own_temp_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A temporary folder of this test's own for everything an engine writes (its model
+    folder, IPC sockets and, instead of /dev/shm, its weights file), so that a check for
+    leftovers sees only this test's engine, whatever else runs on the machine."""
+    root = tmp_path / "temporary"
+    root.mkdir()
+    monkeypatch.setenv("TMPDIR", str(root))
+    monkeypatch.setattr(tempfile, "tempdir", str(root))
+    monkeypatch.setattr(weights, "_shared_folder", lambda: str(root))
+    return root
+
+
+def engine_leftovers(root: Path) -> list[Path]:
+    """Engine folders, weight files and socket files (vLLM's IPC sockets) under ``root``."""
+    return [path for path in root.rglob("*") if path.name.startswith("cory-vllm-") or path.is_socket()]
 
 
 
@@ -252,17 +263,17 @@ def _alive(pid: int) -> bool:
 
 
 @needs_vllm
-def test_cory_lora_agents_are_adapters_of_one_engine_reloaded_after_each_update(make_config, tmp_path, capfd):
+def test_cory_lora_agents_are_adapters_of_one_engine_reloaded_after_each_update(make_config, tmp_path, capfd,
+                                                                                own_temp_root):
     # CORY's pair over two rounds with difference credit: every turn and counterfactual on the
     # engine; the policy loss corrected by truncated importance sampling against the engine
     config = vllm_config(make_config, method="refine", collective__credit="difference", steps=3, eval_every=3,
                          agents__lora__enabled=True, agents__lora__r=8, ppo__learning_rate=5e-2,
                          generation__vllm__correction="tis", output_dir=str(tmp_path / "run"))
-    before = engine_files()
     trainer = run_trainer(config)
     first, second = trainer.agents.agents
     assert first.engine is second.engine and first.engine.lora_rank == 8
-    assert first.engine.process is None and engine_files() <= before  # stopped, its files and sockets removed
+    assert first.engine.process is None and not engine_leftovers(own_temp_root)  # stopped; files, sockets removed
     said = capfd.readouterr().err
     assert "starting its vLLM engine" in said and "vLLM engine ready after" in said  # the wait is said
     assert "eval/task_reward" in trainer.final

@@ -22,6 +22,7 @@ from cory.config import RunConfig
 from cory.configtree import parse_override, set_dotted, to_dict
 from cory.errors import ConfigError
 from cory.loading import load_config, resolve
+from cory.logging import quiet_library_bars
 from cory.rewards.simple import CallableReward
 from cory.tasks.base import GENERIC_REVISE_TEMPLATE, Task, split_train_test
 from cory.tasks.shown import answer_join_for
@@ -122,11 +123,12 @@ def train(config: RunConfig | str | Path | Mapping[str, Any], *, reward_fn: Call
     if task is not None and reward_fn is None and run_config.reward.name is None:
         raise ConfigError("reward_fn: your own prompts need a reward; pass reward_fn or set reward.name")
     reward = CallableReward(reward_fn) if reward_fn is not None else None
-    trainer = Trainer(run_config, task=task, reward=reward)
-    try:
-        final = trainer.train()
-    finally:
-        trainer.close()
+    with quiet_library_bars():  # as the CLI: no per-file bars of transformers between the run's lines
+        trainer = Trainer(run_config, task=task, reward=reward)
+        try:
+            final = trainer.train()
+        finally:
+            trainer.close()
     output_dir = Path(run_config.output_dir)
     models = [output_dir / "final" / f"agent{index}" for index in range(run_config.n_agents)]
     return TrainResult(final, list(trainer.rows), output_dir, models)

@@ -12,6 +12,7 @@ from rich.table import Table
 
 from cory.errors import ConfigError, CoryError
 from cory.loading import load_config
+from cory.logging import quiet_library_bars
 from cory.models.packaged import converted_folder
 from cory.sources import vader_snippets_file
 from cory.suite_report import export_suite, write_results
@@ -229,18 +230,11 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _quiet_libraries() -> None:
-    """Hide the per-file loading bars of transformers; warnings still show."""
-    from transformers.utils import logging as hf_logging  # transformers, ~1 s
-
-    hf_logging.disable_progress_bar()
-
-
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    _quiet_libraries()
     try:
-        args.run(args)
+        with quiet_library_bars():
+            args.run(args)
     except CoryError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -123,3 +125,18 @@ class RunLogger:
                 self.message(f"tracker {line}")
         for handle in self._files.values():
             handle.close()
+
+
+@contextmanager
+def quiet_library_bars() -> Iterator[None]:
+    """Hide transformers' per-file bars (loading and writing model shards) inside the block,
+    then restore the caller's setting; warnings still show."""
+    from transformers.utils import logging as hf_logging  # transformers, ~1 s
+
+    was_enabled = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            hf_logging.enable_progress_bar()
