@@ -73,6 +73,10 @@ def test_progress_shows_training_rows_and_the_final_evaluation_row_without_nan()
     assert (status, label, done) == ("reward +0.500  kl 1.250  eval +0.250", "step 4", 5)
     status, label, done = progress_status(25, {"step": 25, "eval/task_reward": 0.9})
     assert (status, label, done) == ("eval +0.900", "final evaluation (step 25, after 25 iterations)", 25)
+    # several agents: the system's answer first, then each agent alone, then every turn's mean
+    team = {"step": 10, "task_reward": 0.2, "kl": 3.0, "eval/task_reward": 0.102, "eval/system/task_reward": 0.031,
+            "eval/solo/task_reward": 0.05, "eval/agent1/solo/task_reward": 0.04}
+    assert progress_status(10, team)[0] == "reward +0.200  kl 3.000  eval system +0.031  solo +0.050  all turns +0.102"
     # a faulted iteration is a step whose update was skipped, never "the final evaluation"
     status, label, done = progress_status(3, {"step": 3, "fault": 1.0, "fault_reason": "non-finite reward"})
     assert (status, label, done) == ("fault: non-finite reward (update skipped)", "step 3", 4)

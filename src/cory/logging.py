@@ -54,7 +54,9 @@ def write_jsonl_atomic(path: Path, rows: list[dict[str, Any]]) -> None:
 
 
 def progress_status(step: int, row: dict[str, Any]) -> tuple[str, str, int]:
-    """(status text, line label, iterations completed) for a metrics row. Iterations are
+    """(status text, line label, iterations completed) for a metrics row. A multi-agent run's
+    evaluation shows the system's answer, the agents alone and the mean over every turn
+    (README, "Headline metrics"). Iterations are
     numbered from 0 wherever a user reads them (console, metrics, events, errors), so the
     label names the row's own ``step``; the row after the last iteration holds only the
     final evaluation."""
@@ -63,7 +65,10 @@ def progress_status(step: int, row: dict[str, Any]) -> tuple[str, str, int]:
     parts = []
     if "task_reward" in row:
         parts.append(f"reward {row['task_reward']:+.3f}  kl {row.get('kl', float('nan')):.3f}")
-    if "eval/task_reward" in row:
+    if "eval/agent1/solo/task_reward" in row:  # several agents: the system's answer, each alone, every turn
+        parts.append(f"eval system {row['eval/system/task_reward']:+.3f}  solo {row['eval/solo/task_reward']:+.3f}"
+                     f"  all turns {row['eval/task_reward']:+.3f}")
+    elif "eval/task_reward" in row:
         parts.append(f"eval {row['eval/task_reward']:+.3f}")
     if "task_reward" in row:
         return "  ".join(parts), f"step {step}", step + 1
