@@ -69,8 +69,9 @@ def run_rows(tmp: Path, method: str) -> list[dict]:
 
 
 # Metrics added after the golden files were recorded: the transfer diagnostics of every
-# topology with edges (issue 41). Their values are checked in tests/test_rounds.py.
-ADDED_DIAGNOSTICS = ("copy_rate", "transfer_gain", "uses_right", "fixes_wrong")
+# topology with edges (issue 41) and the size of each update (issue 59). Their values are
+# checked in tests/test_rounds.py.
+ADDED_DIAGNOSTICS = ("copy_rate", "transfer_gain", "uses_right", "fixes_wrong", "update_rows", "update_turns")
 
 
 def added_since_recording(row: dict) -> set[str]:

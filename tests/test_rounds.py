@@ -230,6 +230,16 @@ def test_refine_logs_every_round_and_samples_carry_the_round(make_config):
 
     samples = read_jsonl_rows(Path(trainer.config.output_dir) / "samples.jsonl")
     assert {s["round"] for s in samples} == {0, 1}
+    # an episode index ties a first answer to its revision; every row says which agent spoke
+    first = [s for s in samples if s["step"] == 0 and s["phase"] == "train" and s["episode"] == 0]
+    assert [(s["round"], s["role"]) for s in first] == [(0, "pioneer"), (0, "observer"), (1, "pioneer"), (1, "observer")]
+    assert {s["agent"] for s in first} == {0, 1}
+    # the pre-registered role-level diagnostics exist for refine too: the role's last round's
+    assert trainer.final["eval/observer/transfer_gain"] == trainer.final["eval/round1/observer/transfer_gain"]
+    assert row["observer/copy_rate"] == row["round1/observer/copy_rate"]
+    # what each update trained on: both agents answered in both rounds
+    batch = trainer.config.ppo.batch_size
+    assert (row["agent0/update_turns"], row["agent0/update_rows"]) == (2, 2 * batch)
 
 
 def test_debate_lets_three_agents_answer_alone_then_see_every_first_answer(make_config):

@@ -276,7 +276,8 @@ class Agent:
         raw = torch.tensor(scores, dtype=torch.float32, device=self.device)
         if raw.numel() != rollout.size:
             raise CoryError(f"{self.name}: got {raw.numel()} scores for {rollout.size} responses")
-        stats: Stats = {"kl_coef": self.learner.kl_ctl.value, "lr": float(self.learner.scheduler.get_last_lr()[0])}
+        stats: Stats = {"kl_coef": self.learner.kl_ctl.value, "lr": float(self.learner.scheduler.get_last_lr()[0]),
+                        "update_rows": float(rollout.size), "update_turns": float(len(turn_sizes))}
         if not torch.isfinite(raw).all():
             return self._fault(stats, "non-finite reward")
         scaled = transform_scores(raw, self.learner.moments, ppo.use_score_scaling, ppo.use_score_norm, ppo.score_clip)

@@ -160,10 +160,11 @@ def majority_turn(texts: list[str], turns: list[int]) -> int:
 
 
 def episode_samples(episode: Episode, rewards: torch.Tensor, names: list[str], n: int) -> list[dict[str, Any]]:
-    """The first ``n`` queries' answers, turn by turn, as sample rows (role, round, agent,
-    query, prompt, response, task reward)."""
+    """The first ``n`` queries' answers, turn by turn, as sample rows (the query's index in the
+    batch, ``episode``, which ties an answer to its revisions; role, round, the agent that
+    spoke, query, prompt, response, task reward)."""
     topology = episode.topology
-    return [{"role": names[role], **({"round": round_} if topology.rounds > 1 else {}),
+    return [{"episode": i, "role": names[role], **({"round": round_} if topology.rounds > 1 else {}),
              "agent": episode.agent_for_role[role], "query": episode.queries[i].query,
              "prompt": episode.prompts[turn][i], "response": episode.replies[turn].texts[i],
              "task_reward": rewards[turn, i].item()}

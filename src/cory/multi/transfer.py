@@ -112,6 +112,11 @@ def transfer_metrics(topology: Topology, texts: list[list[str]], rewards: torch.
     _put(metrics, "fixes_wrong", fixes_wrong)
     if correct is not None:
         metrics.update(flip_rates(topology, correct))
+    if topology.rounds > 1:  # a role's diagnostics are its last round's, as its other metrics
+        for role, role_name in enumerate(topology.role_names()):
+            last = names[topology.turn(topology.rounds - 1, role)]
+            metrics.update({f"{role_name}/{key.removeprefix(last + '/')}": value
+                            for key, value in list(metrics.items()) if key.startswith(last + "/")})
     return metrics
 
 
