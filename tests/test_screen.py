@@ -102,3 +102,15 @@ def test_the_four_screen_suites_share_one_schedule_and_the_same_arms():
         gemma, smollm2 = loaded[f"gemma_{task}"], loaded[f"smollm2_{task}"]
         assert gemma["overrides"] == {**smollm2["overrides"], "model": "gemma3-270m", "generation.rows_per_call": 64}
         assert gemma["runs"] == smollm2["runs"] and gemma["analysis"] == smollm2["analysis"]
+
+
+def test_the_screen_table_shows_raw_diagnostics_unsigned_under_a_legend():
+    """Differences from PPO carry a sign; an arm's own values do not, and a legend says which is which."""
+    from cory.screen import cells_report
+
+    cell = Cell("smollm2-135m", "arithmetic", "refine", [0.013, 0.059],
+                {"observer/transfer_gain": -0.031, "copy_rate": 0.06, "uses_right": 0.231})
+    report = cells_report([cell])
+    assert "| smollm2-135m | arithmetic | refine | 2 | +0.013, +0.059 | +0.036 | -0.031 | 0.060 | 0.231 |" in report
+    assert "not differences" in report and "`uses_right`: P(right | an answer shown was right)" in report
+    assert "`observer/transfer_gain`: a turn's reward minus its agent's reward on the plain query" in report

@@ -155,16 +155,48 @@ def markdown_table(header: list[str], rows: list[list[str]]) -> list[str]:
     return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)] + ["| " + " | ".join(r) + " |" for r in rows]
 
 
+# What each column after "mean" holds (a suite's analysis.rows may add others, named as logged).
+COLUMN_MEANINGS = {
+    "transfer_gain": "a turn's reward minus its agent's reward on the plain query, mean over turns with inputs",
+    "copy_rate": "share of answers that mostly repeat an answer they were shown (≥ 80 % of word bigrams)",
+    "uses_right": "P(right | an answer shown was right)",
+    "fixes_wrong": "P(right | an answer shown was wrong)",
+    "round1/flip_right_wrong": "P(wrong in round 1 | right in round 0), per role",
+    "round1/flip_wrong_right": "P(right in round 1 | wrong in round 0), per role",
+    "task_reward": "held-out task reward",
+    "kl": "KL to the reference, summed over a response's tokens",
+}
+
+
+def column_legend(keys: list[str]) -> str:
+    """A line under the table: signed columns are differences from PPO, the rest the arm's own
+    values at its last evaluation, averaged over seeds; then what each named column is."""
+    meanings = []
+    for key in keys:
+        known = next((m for name, m in COLUMN_MEANINGS.items() if key == name or key.endswith("/" + name)), None)
+        if known:
+            meanings.append(f"`{key}`: {known}")
+    return ("Signed columns (per seed, mean) are the arm's reward at the pair's matched KL minus PPO's; the "
+            "columns after them are the arm's own values at its last evaluation, averaged over seeds, not "
+            "differences" + (". " + "; ".join(meanings) + "." if meanings else "."))
+
+
 def screen_report(folders: list[Path]) -> str:
-    """Markdown: every cell ranked by its mean difference from PPO, then the selection."""
-    cells = screen_cells(folders)
+    """Markdown: every cell of the suites in ``folders`` ranked by its mean difference from
+    PPO, then the selection."""
+    return cells_report(screen_cells(folders))
+
+
+def cells_report(cells: list[Cell]) -> str:
+    """Markdown: ``cells`` ranked by their mean difference from PPO, a legend, then the selection."""
     keys = list(dict.fromkeys(k for c in cells for k in c.diagnostics))
     ranked = sorted(cells, key=lambda c: (c.model, -c.mean if math.isfinite(c.mean) else math.inf))
     lines = markdown_table(
         ["model", "task", "arm", "seeds", "reward at matched KL − PPO, per seed", "mean", *keys],
         [[c.model, c.task, c.arm, str(len(c.differences)), ", ".join(f"{v:+.3f}" for v in c.differences),
-          f"{c.mean:+.3f}", *(f"{c.diagnostics[k]:+.3f}" if k in c.diagnostics else "" for k in keys)]
+          f"{c.mean:+.3f}", *(f"{c.diagnostics[k]:.3f}" if k in c.diagnostics else "" for k in keys)]
          for c in ranked])
+    lines += ["", column_legend(keys)]
     lines += [""] + markdown_table(
         ["model", "best cell", "mean", "pooled sd", "selection"],
         [[s.model, f"{s.best.task} / {s.best.arm}" if s.best else "", f"{s.best.mean:+.3f}" if s.best else "",
