@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import datasets
 import pytest
 
@@ -91,7 +93,7 @@ def test_holding_out_part_of_the_prompts_is_said_at_the_start(tmp_path, capsys):
     config = {**SETTINGS, "steps": 1, "eval": {"n_prompts": 8}, "output_dir": str(tmp_path / "run")}
     cory.train(config, reward_fn=count_a, prompts=[f"prompt {i}" for i in range(8)])
     out = capsys.readouterr().out
-    assert "8 prompts and no eval_prompts: training on 6, evaluating on 2 held out" in out
+    assert "8 given and no eval_prompts: training on 6, evaluating on 2 held out" in out
     assert "eval.n_prompts = 8, but only 2 evaluation prompts exist" in out
 
 
@@ -102,3 +104,39 @@ def test_the_api_hides_transformers_bars_during_a_run_and_restores_them(tmp_path
     cory.train({**SETTINGS, "steps": 1, "output_dir": str(tmp_path / "run")}, reward_fn=count_a, prompts=PROMPTS)
     assert "Writing model shards" not in capfd.readouterr().err
     assert hf_logging.is_progress_bar_enabled()  # the notebook's own setting is back
+
+
+def test_a_run_of_the_api_records_its_reward_and_prompts_and_cory_eval_uses_them(tmp_path, capsys):
+    """cory eval of the folder evaluates the run's own reward on its own held-out prompts."""
+    import yaml
+
+    from cory.cli import main
+    from helpers.rewards import length_reward
+
+    run = tmp_path / "named"
+    cory.train({**SETTINGS, "steps": 1, "output_dir": str(run)}, reward_fn=length_reward, prompts=PROMPTS)
+    saved = yaml.safe_load((run / "config.yaml").read_text())
+    assert saved["reward"] == {**saved["reward"], "name": "python", "function": "helpers.rewards:length_reward"}
+    inputs = json.loads((run / "api_inputs.json").read_text())
+    assert inputs["prompts"]["train"] + inputs["prompts"]["eval"] == len(PROMPTS)
+    assert main(["eval", str(run)]) == 0
+    evaluated = json.loads((run / "eval.json").read_text())
+    held_out = [json.loads(line)["query"] for line in (run / "prompts.jsonl").read_text().splitlines()
+                if json.loads(line)["split"] == "eval"]
+    assert {s["query"] for s in evaluated["samples"]} <= set(held_out)  # its own prompts, not the toy task's
+    assert all(s["task_reward"] == pytest.approx(len(s["response"]) / 10.0) for s in evaluated["samples"])
+    capsys.readouterr()
+
+
+def test_cory_eval_refuses_a_run_whose_reward_cannot_be_imported_and_names_the_fix(tmp_path, capsys):
+    run = tmp_path / "lambda"
+    cory.train({**SETTINGS, "steps": 1, "output_dir": str(run)}, reward_fn=lambda p, r: [0.0] * len(r),
+               prompts=PROMPTS)
+    from cory.cli import main
+
+    assert main(["eval", str(run)]) == 2
+    assert "pass reward.name=python reward.function=module:function" in capsys.readouterr().err
+    assert main(["eval", str(run), "reward.name=python", "reward.function=helpers.rewards:length_reward"]) == 0
+    (run / "prompts.jsonl").write_text((run / "prompts.jsonl").read_text().replace("prompt number 1", "edited"))
+    assert main(["eval", str(run), "reward.name=python", "reward.function=helpers.rewards:length_reward"]) == 2
+    assert "is not the file the run was trained on" in capsys.readouterr().err

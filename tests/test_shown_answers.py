@@ -9,11 +9,11 @@ import json
 import pytest
 
 from cory.agents.prompts import PromptEncoder
-from cory.api import custom_task
 from cory.config import TaskConfig
 from cory.loading import resolve
 from cory.models.tiny import char_tokenizer
 from cory.tasks.arithmetic import build_arithmetic
+from cory.tasks.custom import custom_task
 from cory.tasks.hh import build_hh
 from cory.tasks.imdb import OBSERVER_TEMPLATE as IMDB_OBSERVER, build_imdb
 from cory.tasks.math import Problem, math_task

@@ -24,14 +24,14 @@ from cory.errors import ConfigError
 from cory.loading import load_config, resolve
 from cory.logging import quiet_library_bars
 from cory.rewards.simple import CallableReward
-from cory.tasks.base import GENERIC_REVISE_TEMPLATE, Task, split_train_test
-from cory.tasks.shown import answer_join_for
+from cory.run_inputs import import_path, record_inputs
+from cory.rundir import holds_results
+from cory.tasks.custom import custom_task
 from cory.trainer import Trainer
 from cory.types import Prompt
 
 PROMPT_COLUMNS = ("prompt", "query", "text", "question")
 ANSWER_COLUMNS = ("answer", "label", "labels", "solution")
-GENERIC_OBSERVER_TEMPLATE = "{query}\nAn earlier answer:\n{answers}\nYour answer:\n"
 
 
 @dataclass
@@ -69,26 +69,6 @@ def as_prompts(items: Iterable[Any], name: str = "prompts") -> list[Prompt]:
     return prompts
 
 
-def custom_task(config: RunConfig, prompts: list[Prompt], eval_prompts: list[Prompt] | None) -> Task:
-    """A task over the caller's prompts: ``eval_prompts``, or ``task.n_test`` of the prompts
-    (at most a third, a fixed shuffle) held out for evaluation."""
-    if eval_prompts is None:
-        given = len(prompts)
-        prompts, eval_prompts = split_train_test(prompts, config.task.n_test)
-        print(f"cory.train: {given} prompts and no eval_prompts: training on {len(prompts)}, evaluating on "
-              f"{len(eval_prompts)} held out (task.n_test = {config.task.n_test}, at most a third of them); "
-              "pass eval_prompts=[...] to choose the evaluation prompts yourself")
-    if config.eval.n_prompts > len(eval_prompts):
-        print(f"cory.train: eval.n_prompts = {config.eval.n_prompts}, but only {len(eval_prompts)} evaluation "
-              f"prompts exist; evaluation uses those {len(eval_prompts)}")
-    return Task(name="custom", train=prompts, test=eval_prompts, default_reward="python",
-                observer_template=config.task.observer_template or GENERIC_OBSERVER_TEMPLATE,
-                revise_template=config.task.revise_template or GENERIC_REVISE_TEMPLATE,
-                join=answer_join_for(config.task, "\n\n", verbatim=False,
-                                     stop_strings=config.task.stop_strings or []),
-                chat=bool(config.task.chat_template), stop_strings=list(config.task.stop_strings or []))
-
-
 def _config_of(config: RunConfig | str | Path | Mapping[str, Any], overrides: list[str]) -> RunConfig:
     if isinstance(config, RunConfig):
         return _with_overrides(config, overrides)
@@ -123,6 +103,11 @@ def train(config: RunConfig | str | Path | Mapping[str, Any], *, reward_fn: Call
     if task is not None and reward_fn is None and run_config.reward.name is None:
         raise ConfigError("reward_fn: your own prompts need a reward; pass reward_fn or set reward.name")
     reward = CallableReward(reward_fn) if reward_fn is not None else None
+    if reward_fn is not None and (path := import_path(reward_fn)) is not None:
+        run_config = _with_overrides(run_config, ["reward.name=python", f"reward.function={path}"])  # config.yaml says
+    run_dir = Path(run_config.output_dir)
+    if (reward_fn is not None or task is not None) and (run_config.resume or not holds_results(run_dir)):
+        record_inputs(run_dir, reward_fn, task)  # what config.yaml cannot say, for cory eval
     with quiet_library_bars():  # as the CLI: no per-file bars of transformers between the run's lines
         trainer = Trainer(run_config, task=task, reward=reward)
         try:

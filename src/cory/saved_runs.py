@@ -15,6 +15,8 @@ from cory.configtree import deep_merge, parse_override, set_dotted, to_dict
 from cory.errors import ConfigError
 from cory.evaluation import EvalResult, evaluate
 from cory.loading import load_config, read_yaml, resolve
+from cory.run_inputs import check_recorded_reward, read_inputs, recorded_prompts
+from cory.tasks.custom import custom_task
 
 EVAL_FILE = "eval.json"
 
@@ -52,7 +54,13 @@ def evaluate_target(target: str | Path, overrides: Sequence[str] = ()) -> tuple[
             checkpoint = load_checkpoint(path)
     else:
         raise ConfigError(f"eval: '{target}' is neither a config file, a run folder nor a checkpoint")
-    parts = build_run(config, policy_sources=sources, local=True)
+    task = None
+    if run_dir is not None:  # a run of the Python API: its own reward and prompts
+        record = read_inputs(run_dir)
+        check_recorded_reward(run_dir, record, config.reward.function)
+        prompts = recorded_prompts(run_dir, record)
+        task = custom_task(config, *prompts) if prompts is not None else None
+    parts = build_run(config, task=task, policy_sources=sources, local=True)
     step = config.steps
     if checkpoint is not None:
         read_agent_states(parts.agents, checkpoint.path, checkpoint.state["agents"])
