@@ -56,7 +56,7 @@ def write_jsonl_atomic(path: Path, rows: list[dict[str, Any]]) -> None:
 def progress_status(step: int, row: dict[str, Any]) -> tuple[str, str, int]:
     """(status text, line label, iterations completed) for a metrics row. A multi-agent run's
     evaluation shows the system's answer, the agents alone and the mean over every turn
-    (README, "Headline metrics"). Iterations are
+    (docs/guide.md, "Headline metrics"). Iterations are
     numbered from 0 wherever a user reads them (console, metrics, events, errors), so the
     label names the row's own ``step``; the row after the last iteration holds only the
     final evaluation."""

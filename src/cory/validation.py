@@ -41,7 +41,7 @@ def ignored_settings(config: RunConfig) -> list[str]:
         ignored.add("lam")  # discounted reward-to-go has no GAE
     defaults = PPOConfig()
     messages = [f"ppo.{key} = {getattr(config.ppo, key)!r} has no effect: algorithm '{algorithm.name}' "
-                f"does not read it (the README lists the keys each algorithm reads)"
+                f"does not read it (docs/guide.md lists the keys each algorithm reads)"
                 for key in sorted(ignored) if getattr(config.ppo, key) != getattr(defaults, key)]
     if config.collective.turn_discount and config.topology.rounds == 1:
         messages.append(f"collective.turn_discount = {config.collective.turn_discount} has no effect: it "
