@@ -195,7 +195,7 @@ def hand_batch(logprobs, old_logprobs, advantages):
     zeros = torch.zeros(shape)
     batch = MiniBatch(torch.zeros(shape[0], 1, dtype=torch.long), torch.ones(shape[0], 1, dtype=torch.long),
                       torch.zeros(shape, dtype=torch.long), torch.ones(shape, dtype=torch.long),
-                      old_logprobs, zeros, advantages, zeros, old_logprobs)
+                      old_logprobs, zeros, advantages, zeros, old_logprobs, old_logprobs)
     out = PolicyOutput(logprobs.requires_grad_(), zeros, None, zeros)
     return out, batch
 

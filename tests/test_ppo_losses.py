@@ -73,7 +73,7 @@ def test_truncated_importance_sampling_weighs_each_tokens_loss_by_the_capped_rat
     ones = torch.ones(1, 2)
     batch = MiniBatch(torch.zeros(1, 1, dtype=torch.long), torch.ones(1, 1, dtype=torch.long),
                       torch.zeros(1, 2, dtype=torch.long), torch.ones(1, 2, dtype=torch.long),
-                      old, torch.zeros(1, 2), ones, ones, sampler)
+                      old, torch.zeros(1, 2), ones, ones, sampler, old)
     out = PolicyOutput(logprobs=old.clone(), values=torch.zeros(1, 2), entropy=None, logits=None)  # ratio 1
     objective = objective_of(AlgorithmConfig(name="ppo"), PPOConfig(vf_coef=0.0), tis_cap=1.5)
     loss, stats = minibatch_loss(objective, out, batch)

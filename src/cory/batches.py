@@ -108,13 +108,14 @@ class MiniBatch(TokenBatch):
     advantages: torch.Tensor
     returns: torch.Tensor
     sampler_logprobs: torch.Tensor
+    ref_logprobs: torch.Tensor
 
     @classmethod
     def take(cls, rollout: Rollout, rows: torch.Tensor, advantages: torch.Tensor,
              returns: torch.Tensor, trim: bool = True) -> MiniBatch:
         batch = cls(rollout.query_ids[rows], rollout.query_mask[rows], rollout.response_ids[rows],
                     rollout.response_mask[rows], rollout.logprobs[rows], rollout.values[rows],
-                    advantages[rows], returns[rows], rollout.sampler_logprobs[rows])
+                    advantages[rows], returns[rows], rollout.sampler_logprobs[rows], rollout.ref_logprobs[rows])
         if not trim:
             return batch
         query_cols, response_cols = trim_padding(batch.query_ids, batch.query_mask, batch.response_mask)

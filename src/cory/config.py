@@ -126,6 +126,20 @@ class AlgorithmConfig:
     whiten_returns: bool = option(
         False, help="reinforce_clip: whiten the returns over the batch (adds a batch-mean "
                     "baseline; the authors' REINFORCE does not)")
+    loss_type: Literal["grpo", "bnpo", "dr_grpo", "dapo"] | None = option(
+        None, help="how the policy loss is averaged over an optimiser step (TRL's names): grpo: each "
+                   "sequence's token mean, then the mean over sequences; bnpo: the mean over this rank's "
+                   "tokens; dr_grpo: the sum over tokens / (sequences x generation.max_new_tokens); dapo: "
+                   "the mean over every rank's tokens; null: TRL 0.7's token mean per mini-batch, "
+                   "accumulated mini-batches weighted equally")
+    beta: float = option(0.0, ge=0, help="weight of a KL(policy || reference) loss term per token (TRL "
+                                         "GRPO's beta); 0: off. Independent of the KL in the reward "
+                                         "(ppo.init_kl_coef)")
+    kl_estimator: Literal["k1", "k2", "k3"] = option(
+        "k3", help="the KL loss term's estimator, with d = log p - log p_ref: k1 = d, k2 = d^2 / 2, "
+                   "k3 = exp(-d) + d - 1 (TRL's and verl's low_var_kl)")
+    epsilon_high: float | None = option(None, gt=0, help="clip-higher (DAPO): the ratio's upper clip is "
+                                                          "1 + epsilon_high; null: ppo.cliprange")
 
 
 @dataclass

@@ -66,6 +66,21 @@ def _single_agent_ignores(config: RunConfig) -> list[str]:
     return messages
 
 
+def _check_loss_type(config: RunConfig) -> None:
+    """TRL's loss types reduce a policy-gradient loss; Dr. GRPO's constant needs one length limit."""
+    algorithm = config.algorithm
+    if algorithm.loss_type is None:
+        return
+    if algorithm_named(algorithm.name).value_loss:
+        raise ConfigError(f"algorithm.loss_type: {algorithm.loss_type} reduces the policy loss of algorithms "
+                          f"without a value loss (grpo, rloo, reinforce_clip, reinforce); '{algorithm.name}' "
+                          "keeps TRL 0.7's token mean: remove the key or pick one of those")
+    if algorithm.loss_type == "dr_grpo" and config.generation.length_sampler is not None:
+        raise ConfigError("algorithm.loss_type: dr_grpo divides by sequences x generation.max_new_tokens, a "
+                          "fixed maximum length, but generation.length_sampler draws each row's limit; set "
+                          "generation.length_sampler: null or pick another loss_type")
+
+
 def _check_method_holds(config: RunConfig) -> None:
     """Keys that define ``method`` must keep the preset's value: otherwise the run would train
     another method under this one's name (``refine`` with one round is one-round CORY)."""
@@ -131,6 +146,7 @@ def validate(config: RunConfig) -> RunConfig:
                               "'Improve this: {query}{answers}\\n{query}'")
     _check_rounds_and_credit(config)
     _check_method_holds(config)
+    _check_loss_type(config)
     for name in config.log.report_to:
         if name not in TRACKERS:
             raise ConfigError(f"log.report_to: unknown tracker {name!r}; choose from {', '.join(TRACKERS)}")

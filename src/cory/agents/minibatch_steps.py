@@ -11,6 +11,7 @@ from torch import nn
 
 from cory.agents.learner import LearnerState
 from cory.agents.settings import AgentSettings
+from cory.algorithms.loss_reduction import StepSize
 from cory.algorithms.objective import Targets, minibatch_loss
 from cory.batches import MiniBatch, Rollout
 from cory.distributed.sharding import Shards, full
@@ -47,6 +48,8 @@ class MinibatchSteps:
         settings, optimizer = self.settings, self.learner.optimizer
         optimizer.zero_grad(set_to_none=True)
         sums: dict[str, float] = {}
+        size = self._step_size(rollout, group)
+        normalised = settings.objective.loss_type is not None  # each part already carries the step's normaliser
         for rows in group:
             share, rows = self._share_of(rollout, rows)
             batch = MiniBatch.take(rollout, rows.to(self.device), targets.advantages, targets.returns,
@@ -58,12 +61,15 @@ class MinibatchSteps:
                                   head_on_response_only=settings.fast.head_on_response_only,
                                   with_values=settings.uses_values)
             everywhere = self._over_ranks(share)
-            loss, loss_stats = minibatch_loss(settings.objective, out, batch, everywhere)
+            loss, loss_stats = minibatch_loss(settings.objective, out, batch, everywhere, size)
             if not torch.isfinite(loss):
                 optimizer.zero_grad(set_to_none=True)
                 return None
-            ranks = 1 if self.shards is None else self.shards.world
-            (loss * share * ranks / len(group)).backward()
+            ranks = 1 if self.shards is None else self.shards.world  # sharding averages gradients over ranks
+            if not normalised:
+                (loss * share * ranks / len(group)).backward()
+            else:  # bnpo's local normaliser is averaged over ranks, as TRL's is
+                (loss * (1 if settings.objective.loss_type == "bnpo" else ranks)).backward()
             for key, value in loss_stats.items():
                 sums[key] = sums.get(key, 0.0) + float(everywhere(value)) / len(group)
         params = [p for g in optimizer.param_groups for p in g["params"]]
@@ -76,6 +82,17 @@ class MinibatchSteps:
             self.learner.elastic.update_ema()
         sums["grad_norm"] = grad_norm.item()
         return sums
+
+    def _step_size(self, rollout: Rollout, group: list[torch.Tensor]) -> StepSize:
+        """The response tokens and sequences of one optimiser step, on this rank and on all."""
+        tokens = sequences = 0.0
+        for rows in group:
+            mine = rows if self.shards is None else self.shards.rows(rows)
+            tokens += rollout.response_mask[mine.to(rollout.response_mask.device)].sum().item()
+            sequences += len(mine)
+        if self.shards is None:
+            return StepSize(tokens, sequences, tokens, sequences)
+        return StepSize(tokens, sequences, self.shards.total(tokens), self.shards.total(sequences))
 
     def _share_of(self, rollout: Rollout, rows: torch.Tensor) -> tuple[float, torch.Tensor]:
         """This rank's rows of a mini-batch and its share of the mini-batch's response tokens

@@ -29,7 +29,8 @@ class FastPath:
                    trim_padding=on, head_on_response_only=on, fused_adamw=on)
 
 
-def objective_of(algorithm: AlgorithmConfig, ppo: PPOConfig, tis_cap: float | None = None) -> Objective:
+def objective_of(algorithm: AlgorithmConfig, ppo: PPOConfig, tis_cap: float | None = None,
+                 max_new_tokens: int = 0) -> Objective:
     """The registry entry of ``algorithm.name`` with the numbers its targets and loss read;
     ``tis_cap`` switches on truncated importance sampling against the sampler."""
     return Objective(
@@ -37,7 +38,9 @@ def objective_of(algorithm: AlgorithmConfig, ppo: PPOConfig, tis_cap: float | No
         whiten_rewards=ppo.whiten_rewards, whiten_advantages=ppo.whiten_advantages,
         returns=algorithm.returns, whiten_returns=algorithm.whiten_returns, group_size=algorithm.group_size,
         cliprange=ppo.cliprange, cliprange_value=ppo.cliprange_value, vf_coef=ppo.vf_coef,
-        ratio_threshold=ppo.ratio_threshold, tis_cap=tis_cap)
+        ratio_threshold=ppo.ratio_threshold, tis_cap=tis_cap, loss_type=algorithm.loss_type,
+        beta=algorithm.beta, kl_estimator=algorithm.kl_estimator, cliprange_high=algorithm.epsilon_high,
+        max_new_tokens=max_new_tokens)
 
 
 @dataclass(frozen=True)
@@ -75,7 +78,8 @@ class AgentSettings:
             ppo=config.ppo,
             algorithm=config.algorithm,
             objective=objective_of(config.algorithm, config.ppo, tis_cap=(
-                config.generation.vllm.tis_cap if config.generation.vllm.correction == "tis" else None)),
+                config.generation.vllm.tis_cap if config.generation.vllm.correction == "tis" else None),
+                max_new_tokens=config.generation.max_new_tokens),
             elastic_reset=config.elastic_reset,
             bf16_autocast=config.mixed_precision == "bf16",
             uses_values=(algorithm.value_loss or config.topology.answer == "value"

@@ -14,6 +14,7 @@ from typing import Literal, Protocol
 import torch
 
 from cory.algorithms.advantages import discounted_returns, gae
+from cory.algorithms.loss_reduction import KLLossEstimator, LossType, StepSize, kl_loss_term, step_part
 from cory.algorithms.masked import masked_mean, masked_whiten
 from cory.algorithms.ppo import clipped_policy_loss, clipped_value_loss, shape_rewards
 from cory.algorithms.registry import Algorithm
@@ -38,6 +39,11 @@ class Objective:
     vf_coef: float
     ratio_threshold: float | None
     tis_cap: float | None = None  # truncated importance sampling against the sampler (vLLM)
+    loss_type: LossType | None = None  # None: TRL 0.7's token mean per mini-batch
+    beta: float = 0.0  # weight of the KL loss term
+    kl_estimator: KLLossEstimator = "k3"
+    cliprange_high: float | None = None  # clip-higher; None: cliprange
+    max_new_tokens: int = 0  # dr_grpo's constant
 
 
 @dataclass
@@ -94,17 +100,21 @@ def compute_targets(objective: Objective, rollout: Rollout, scores: torch.Tensor
 def minibatch_loss(
     objective: Objective, out: ScoredTokens, batch: MiniBatch,
     over_ranks: Callable[[torch.Tensor], torch.Tensor] = lambda value: value,
+    step: StepSize | None = None,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """The loss to minimise on one mini-batch and the statistics to log about it.
     ``over_ranks`` turns a token mean of this rank's rows into the whole mini-batch's (a
-    sharded agent's ranks each hold some rows); the ratio guard decides on that."""
+    sharded agent's ranks each hold some rows); the ratio guard decides on that. With an
+    ``objective.loss_type`` the loss is this mini-batch's part of its optimiser ``step``'s
+    (``cory.algorithms.loss_reduction``); without, the mini-batch's token mean."""
     mask = batch.response_mask.float()
     algorithm = objective.algorithm
     cliprange = objective.cliprange if algorithm.clipped else float("inf")
     cap, weights = objective.tis_cap, None
     if cap is not None:  # min(p_policy / p_sampler, C) at the rollout's policy
         weights = torch.exp(batch.old_logprobs - batch.sampler_logprobs).clamp(max=cap).detach()
-    policy = clipped_policy_loss(out.logprobs, batch.old_logprobs, batch.advantages, mask, cliprange, weights)
+    high = objective.cliprange_high if algorithm.clipped else None
+    policy = clipped_policy_loss(out.logprobs, batch.old_logprobs, batch.advantages, mask, cliprange, weights, high)
     stats = {
         "policy_loss": policy.loss.detach(),
         "clip_fraction": policy.clip_fraction,
@@ -114,7 +124,16 @@ def minibatch_loss(
     if cap is not None and weights is not None:
         stats["tis_weight"] = masked_mean(weights, mask)
         stats["tis_truncated"] = masked_mean((weights >= cap).float(), mask)
-    loss = policy.loss
+    per_token, loss = policy.per_token, policy.loss
+    if objective.beta:
+        kl = kl_loss_term(out.logprobs, batch.ref_logprobs, objective.kl_estimator)
+        per_token = per_token + objective.beta * kl
+        loss = masked_mean(per_token, mask)
+        stats["kl_loss"] = masked_mean(kl, mask).detach()
+    if objective.loss_type is not None:
+        if step is None:
+            raise ValueError(f"loss type {objective.loss_type} needs the optimiser step's size")
+        loss = step_part(per_token, mask, objective.loss_type, step, objective.max_new_tokens)
     if algorithm.value_loss:
         value = clipped_value_loss(out.values, batch.old_values, batch.returns, mask, objective.cliprange_value)
         loss = loss + objective.vf_coef * value.loss

@@ -32,6 +32,7 @@ class PolicyLoss:
     clip_fraction: torch.Tensor
     approx_kl: torch.Tensor
     ratio_mean: torch.Tensor
+    per_token: torch.Tensor  # the weighted surrogate at each token (``loss`` is its masked mean)
 
 
 def clipped_policy_loss(
@@ -41,23 +42,28 @@ def clipped_policy_loss(
     mask: torch.Tensor,
     cliprange: float,
     weights: torch.Tensor | None = None,
+    cliprange_high: float | None = None,
 ) -> PolicyLoss:
-    """``mean(w * max(-A * r, -A * clip(r, 1 - eps, 1 + eps)))`` with ``r = p / p_old`` per
-    token and ``w`` the (detached) importance weights of a rollout correction, 1 without.
+    """``mean(w * max(-A * r, -A * clip(r, 1 - eps, 1 + eps_high)))`` with ``r = p / p_old``
+    per token, ``w`` the (detached) importance weights of a rollout correction (1 without) and
+    ``eps_high`` the upper clip (clip-higher; ``cliprange`` without).
 
     ``approx_kl`` is ``0.5 * mean((log p - log p_old)^2)``, as in TRL.
     """
     log_ratio = logprobs - old_logprobs
     ratio = torch.exp(log_ratio)
     unclipped = -advantages * ratio
-    clipped = -advantages * torch.clamp(ratio, 1.0 - cliprange, 1.0 + cliprange)
+    high = cliprange if cliprange_high is None else cliprange_high
+    clipped = -advantages * torch.clamp(ratio, 1.0 - cliprange, 1.0 + high)
     per_token = torch.maximum(unclipped, clipped)
-    loss = masked_mean(per_token if weights is None else per_token * weights, mask)
+    if weights is not None:
+        per_token = per_token * weights
+    loss = masked_mean(per_token, mask)
     with torch.no_grad():
         clip_fraction = masked_mean((clipped > unclipped).float(), mask)
         approx_kl = 0.5 * masked_mean(log_ratio.square(), mask)
         ratio_mean = masked_mean(ratio, mask)
-    return PolicyLoss(loss, clip_fraction, approx_kl, ratio_mean)
+    return PolicyLoss(loss, clip_fraction, approx_kl, ratio_mean, per_token)
 
 
 @dataclass

@@ -1,0 +1,122 @@
+"""TRL's loss types and the KL loss term, checked as a reviewer of an RL library checks them
+first: each sequence's weight on a constructed 10- and 1,000-token batch, the KL estimators
+against hand-computed values and gradients, and one optimiser step's gradient whether its batch
+runs whole or as micro-batches of unequal lengths (TRL 0.7's per-mini-batch token mean, kept
+as the default, is shown to fail that last check)."""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import pytest
+import torch
+
+from cory.agents.factory import build_agents
+from cory.agents.minibatch_steps import MinibatchSteps
+from cory.algorithms.loss_reduction import StepSize, kl_loss_term, step_part
+from cory.algorithms.objective import compute_targets
+from cory.errors import ConfigError
+from cory.loading import resolve
+from cory.types import GenerateRequest
+
+LOSS_TYPES = ["grpo", "bnpo", "dr_grpo", "dapo"]
+
+
+@pytest.mark.parametrize(("loss_type", "short_weight", "long_weight"), [
+    ("grpo", 0.5, 0.5),                  # each sequence's token mean, then the mean over sequences
+    ("bnpo", 10 / 1010, 1000 / 1010),    # every token alike
+    ("dapo", 10 / 1010, 1000 / 1010),
+    ("dr_grpo", 10 / 2000, 1000 / 2000),  # tokens / (2 sequences x 1,000 max new tokens)
+])
+def test_a_10_and_a_1000_token_answer_get_the_documented_weights(loss_type, short_weight, long_weight):
+    mask = torch.zeros(2, 1000)
+    mask[0, :10], mask[1, :] = 1.0, 1.0
+    per_token = torch.ones(2, 1000, requires_grad=True)
+    step = StepSize(tokens=1010, sequences=2, all_tokens=1010, all_sequences=2)
+    step_part(per_token, mask, loss_type, step, max_new_tokens=1000).backward()
+    weights = per_token.grad.sum(-1)
+    assert weights[0].item() == pytest.approx(short_weight, rel=1e-6)
+    assert weights[1].item() == pytest.approx(long_weight, rel=1e-6)
+
+
+def test_the_kl_estimators_match_hand_computed_values_and_gradients():
+    """d = log 0.5 - log 0.25 = ln 2: k1 = ln 2, k2 = (ln 2)^2 / 2, k3 = 1/2 + ln 2 - 1; their
+    derivatives in log p are 1, ln 2 and 1 - exp(-d) = 1/2."""
+    ln2 = math.log(2.0)
+    expected = {"k1": (ln2, 1.0), "k2": (ln2 ** 2 / 2, ln2), "k3": (0.5 + ln2 - 1.0, 0.5)}
+    for estimator, (value, gradient) in expected.items():
+        logprobs = torch.tensor([math.log(0.5)], requires_grad=True)
+        kl = kl_loss_term(logprobs, torch.tensor([math.log(0.25)]), estimator)
+        kl.sum().backward()
+        assert kl.item() == pytest.approx(value, rel=1e-6), estimator
+        assert logprobs.grad.item() == pytest.approx(gradient, rel=1e-6), estimator
+    same = torch.tensor([-1.3])
+    assert [kl_loss_term(same, same, e).item() for e in ("k1", "k2", "k3")] == [0.0, 0.0, 0.0]
+
+
+def _step_gradients(tmp_path, loss_type, groups, beta=0.0):
+    """One optimiser step of a tiny GRPO agent over 8 rows of unequal lengths (1..8 tokens),
+    processed as ``groups`` (lists of row indices, one per micro-batch); its gradient."""
+    config = resolve({"model": "tiny-random", "device": "cpu", "seed": 0, "method": "grpo", "threads": 1,
+                      "output_dir": str(tmp_path), "task": {"name": "toy"},
+                      "generation": {"max_new_tokens": 8, "min_new_tokens": 8},
+                      "algorithm": {"group_size": 2, "loss_type": loss_type, "beta": beta},
+                      "ppo": {"batch_size": 8, "mini_batch_size": 8}})
+    (agent,) = build_agents(config)
+    agent.generate(GenerateRequest([f"prompt {i}" for i in range(4) for _ in range(2)], step=0))
+    rollout = agent.rollouts[0]
+    lengths = torch.arange(1, 9)
+    rollout.response_mask = (torch.arange(rollout.response_mask.shape[1])[None, :] < lengths[:, None]).long()
+    scores = torch.linspace(-1.0, 1.0, 8)
+    targets = compute_targets(agent.settings.objective, rollout, scores, 0.0, None)
+    state = copy.deepcopy(agent.policy.state_dict())
+    steps = MinibatchSteps(agent.index, agent.scorer, agent.learner, agent.settings, None, agent.device)
+    gradients = []
+    for group in groups:
+        agent.policy.load_state_dict(state)
+        assert steps.take(rollout, targets, [torch.tensor(rows) for rows in group]) is not None
+        gradients.append(torch.cat([p.grad.flatten() for p in agent.policy.parameters() if p.grad is not None]))
+    return gradients
+
+
+WHOLE = [[0, 1, 2, 3, 4, 5, 6, 7]]
+UNEQUAL = [[7, 0], [1, 2, 3], [6], [4, 5]]  # four micro-batches of unequal sizes and lengths
+
+
+@pytest.mark.parametrize("loss_type", LOSS_TYPES)
+def test_one_steps_gradient_is_the_same_whole_or_in_micro_batches(tmp_path, loss_type):
+    whole, split = _step_gradients(tmp_path, loss_type, [WHOLE, UNEQUAL], beta=0.05)
+    assert (whole - split).norm() <= 1e-6 * whole.norm(), (whole - split).norm() / whole.norm()
+
+
+def test_the_per_mini_batch_token_mean_of_trl_0_7_is_not_micro_batch_invariant(tmp_path):
+    """The default (loss_type: null) weighs every accumulated mini-batch alike, whatever its
+    tokens: the check above catches it, so the check can fail."""
+    whole, split = _step_gradients(tmp_path, None, [WHOLE, UNEQUAL])
+    assert (whole - split).norm() > 1e-3 * whole.norm()
+
+
+@pytest.mark.parametrize(("overrides", "message"), [
+    ({"method": "ppo", "algorithm": {"loss_type": "dapo"}}, "algorithm.loss_type: dapo reduces the policy loss"),
+    ({"method": "grpo", "algorithm": {"loss_type": "dr_grpo"}, "generation": {"length_sampler": [2, 6]}},
+     "algorithm.loss_type: dr_grpo divides by sequences x generation.max_new_tokens"),
+    ({"method": "grpo", "algorithm": {"loss_type": "token"}}, "algorithm.loss_type"),
+    ({"method": "grpo", "algorithm": {"kl_estimator": "k4"}}, "algorithm.kl_estimator"),
+])
+def test_loss_type_combinations_that_cannot_hold_name_the_keys(overrides, message):
+    with pytest.raises(ConfigError, match=message):
+        resolve({"model": "tiny-random", "task": {"name": "toy"}, **overrides})
+
+
+def test_clip_higher_raises_only_the_upper_clip():
+    from cory.algorithms.ppo import clipped_policy_loss
+
+    old, mask = torch.zeros(1, 2), torch.ones(1, 2)
+    new = torch.log(torch.tensor([[1.3, 0.7]]))  # ratios 1.3 and 0.7
+    advantages = torch.tensor([[1.0, -1.0]])
+    symmetric = clipped_policy_loss(new, old, advantages, mask, cliprange=0.2)
+    higher = clipped_policy_loss(new, old, advantages, mask, cliprange=0.2, cliprange_high=0.28)
+    # A > 0 is clipped at 1 + eps_high; A < 0 at 1 - eps (max of -A r and -A clip(r) = 0.8 both ways)
+    assert symmetric.per_token.tolist()[0] == pytest.approx([-1.2, 0.8])
+    assert higher.per_token.tolist()[0] == pytest.approx([-1.28, 0.8])
