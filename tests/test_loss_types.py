@@ -120,3 +120,16 @@ def test_clip_higher_raises_only_the_upper_clip():
     # A > 0 is clipped at 1 + eps_high; A < 0 at 1 - eps (max of -A r and -A clip(r) = 0.8 both ways)
     assert symmetric.per_token.tolist()[0] == pytest.approx([-1.2, 0.8])
     assert higher.per_token.tolist()[0] == pytest.approx([-1.28, 0.8])
+
+
+def test_scale_rewards_divides_by_the_groups_std_the_batchs_or_nothing():
+    """Rewards [1, 0 | 3, 1]: distances from the group means [0.5, -0.5, 1, -1]; group stds
+    (unbiased) 0.7071 and 1.4142; the batch's std sqrt(4.75 / 3) = 1.2583."""
+    from cory.algorithms.reinforce import group_normalised_advantages
+
+    rewards = torch.tensor([1.0, 0.0, 3.0, 1.0])
+    by = {scale: group_normalised_advantages(rewards, 2, eps=0.0, scale=scale).tolist()
+          for scale in ("group", "batch", "none")}
+    assert by["group"] == pytest.approx([0.70711, -0.70711, 0.70711, -0.70711], rel=1e-4)
+    assert by["batch"] == pytest.approx([0.39736, -0.39736, 0.79472, -0.79472], rel=1e-4)
+    assert by["none"] == pytest.approx([0.5, -0.5, 1.0, -1.0])

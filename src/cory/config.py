@@ -138,6 +138,9 @@ class AlgorithmConfig:
     kl_estimator: Literal["k1", "k2", "k3"] = option(
         "k3", help="the KL loss term's estimator, with d = log p - log p_ref: k1 = d, k2 = d^2 / 2, "
                    "k3 = exp(-d) + d - 1 (TRL's and verl's low_var_kl)")
+    scale_rewards: Literal["group", "batch", "none"] = option(
+        "group", help="grpo: divide each reward's distance from its group's mean by the group's std, the "
+                      "batch's std, or nothing (Dr. GRPO)")
     epsilon_high: float | None = option(None, gt=0, help="clip-higher (DAPO): the ratio's upper clip is "
                                                           "1 + epsilon_high; null: ppo.cliprange")
 

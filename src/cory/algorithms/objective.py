@@ -44,6 +44,7 @@ class Objective:
     kl_estimator: KLLossEstimator = "k3"
     cliprange_high: float | None = None  # clip-higher; None: cliprange
     max_new_tokens: int = 0  # dr_grpo's constant
+    scale_rewards: Literal["group", "batch", "none"] = "group"  # grpo's advantage scale
 
 
 @dataclass
@@ -89,10 +90,12 @@ def compute_targets(objective: Objective, rollout: Rollout, scores: torch.Tensor
             level = baseline.value if baseline.initialised else sequence_return.mean().item()
             baseline.update(sequence_return)
             advantages = (returns - level) * mask
-        case "leave_one_out" | "group_normalised":
-            group = (leave_one_out_advantages if algorithm.advantage == "leave_one_out"
-                     else group_normalised_advantages)
-            advantages = group(rewards.sum(-1), objective.group_size)[:, None] * mask
+        case "leave_one_out":
+            advantages = leave_one_out_advantages(rewards.sum(-1), objective.group_size)[:, None] * mask
+            returns = advantages.clone()
+        case "group_normalised":
+            advantages = group_normalised_advantages(rewards.sum(-1), objective.group_size,
+                                                     scale=objective.scale_rewards)[:, None] * mask
             returns = advantages.clone()
     return Targets(advantages, returns, rewards)
 

@@ -44,7 +44,13 @@ def leave_one_out_advantages(rewards: torch.Tensor, group_size: int) -> torch.Te
     return (grouped - others_mean).flatten()
 
 
-def group_normalised_advantages(rewards: torch.Tensor, group_size: int, eps: float = 1e-6) -> torch.Tensor:
-    """GRPO (Shao et al., 2024): each sequence reward minus its group's mean, over the group's std."""
+def group_normalised_advantages(rewards: torch.Tensor, group_size: int, eps: float = 1e-6,
+                                scale: str = "group") -> torch.Tensor:
+    """GRPO (Shao et al., 2024): each sequence reward minus its group's mean, over the std of
+    its group (``scale`` "group"), of the whole batch ("batch") or not scaled ("none", Dr. GRPO)."""
     grouped = _groups(rewards, group_size)
-    return ((grouped - grouped.mean(-1, keepdim=True)) / (grouped.std(-1, keepdim=True) + eps)).flatten()
+    centred = grouped - grouped.mean(-1, keepdim=True)
+    if scale == "none":
+        return centred.flatten()
+    spread = grouped.std(-1, keepdim=True) if scale == "group" else rewards.std()
+    return (centred / (spread + eps)).flatten()
