@@ -33,17 +33,29 @@ def test_a_task_without_solutions_is_shown_its_own_best_and_worst_answer():
     assert shown["low"][1] == ["z", "v"]
 
 
+def arithmetic_probe(tmp_path, problems: int, samples: int):
+    """A probe config and an arithmetic task of ``problems`` held-out problems (no example)."""
+    config = resolve({"model": "tiny-random", "task": {"name": "arithmetic", "n_test": problems},
+                      "eval": {"n_prompts": problems, "samples_per_prompt": samples}, "output_dir": str(tmp_path)})
+    task = build_arithmetic(TaskConfig(name="arithmetic", n_train=30, n_test=problems, few_shot=0,
+                                       chat_template=False))
+    return config, task
+
+
+def shown_number(prompt: str) -> str:
+    """The last number of the answer a prompt shows, '0' when it shows none."""
+    return extract_answer(prompt.split("Answer:")[-1]) or "0"
+
+
 def test_the_probe_measures_a_model_that_copies_what_it_is_shown(tmp_path):
     """A stand-in model that repeats the last number of a shown solution and otherwise
     answers 0: right 100 %, wrong 0 %, nothing as often as the answer is 0."""
-    config = resolve({"model": "tiny-random", "task": {"name": "arithmetic", "n_test": 12},
-                      "eval": {"n_prompts": 12, "samples_per_prompt": 2}, "output_dir": str(tmp_path)})
-    task = build_arithmetic(TaskConfig(name="arithmetic", n_train=30, n_test=12, few_shot=0, chat_template=False))
+    config, task = arithmetic_probe(tmp_path, problems=12, samples=2)
     asked: list[str] = []
 
     def copy_the_shown_answer(prompts: list[str]) -> list[str]:
         asked.extend(prompts)
-        return [f"#### {extract_answer(p.split('Answer:')[-1]) or 0}" for p in prompts]
+        return [f"#### {shown_number(p)}" for p in prompts]
 
     rows = {row.condition: row for row in run_probe(config, copy_the_shown_answer, task, ExactMatchReward())}
     zeros = sum(q.answer == "0" for q in task.test) / len(task.test)
@@ -64,15 +76,12 @@ def test_the_probe_shows_the_gold_solution_as_a_reply_would_carry_it_under_each_
     """A stand-in model whose replies carry what generation leaves (a leading space, the blank
     lines before the stop string): the gold solution is shown wearing the same, and the
     verbatim join passes it on while the clean join removes it, on the same draws."""
-    config = resolve({"model": "tiny-random", "task": {"name": "arithmetic", "n_test": 6},
-                      "eval": {"n_prompts": 6, "samples_per_prompt": 1}, "output_dir": str(tmp_path)})
-    task = build_arithmetic(TaskConfig(name="arithmetic", n_train=30, n_test=6, few_shot=0, chat_template=False))
+    config, task = arithmetic_probe(tmp_path, problems=6, samples=1)
     asked: list[str] = []
 
     def answer_with_leftovers(prompts: list[str]) -> list[str]:
         asked.extend(prompts)
-        return [f" It is {extract_answer(p.split('Answer:')[-1]) or 0}.\n#### {extract_answer(p.split('Answer:')[-1]) or 0}\n\n"
-                for p in prompts]
+        return [f" It is {shown_number(p)}.\n#### {shown_number(p)}\n\n" for p in prompts]
 
     verbatim = AnswerJoin(separator="\n\n", verbatim=True)
     rows = run_probe(config, answer_with_leftovers, task, ExactMatchReward(), [verbatim])
