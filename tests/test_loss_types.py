@@ -133,3 +133,20 @@ def test_scale_rewards_divides_by_the_groups_std_the_batchs_or_nothing():
     assert by["group"] == pytest.approx([0.70711, -0.70711, 0.70711, -0.70711], rel=1e-4)
     assert by["batch"] == pytest.approx([0.39736, -0.39736, 0.79472, -0.79472], rel=1e-4)
     assert by["none"] == pytest.approx([0.5, -0.5, 1.0, -1.0])
+
+
+def test_a_sequence_level_ratio_gives_every_token_its_rows_mean_log_ratio():
+    """GSPO: log-ratios 0.1 and 0.3 in a row (the third token is padding) make one ratio
+    exp(0.2) for both; clipped at 1.2 for a positive advantage."""
+    from cory.algorithms.ppo import clipped_policy_loss
+
+    old = torch.zeros(1, 3)
+    new = torch.tensor([[0.1, 0.3, 5.0]], requires_grad=True)
+    mask = torch.tensor([[1.0, 1.0, 0.0]])
+    loss = clipped_policy_loss(new, old, torch.ones(1, 3), mask, cliprange=0.5, sequence_ratio=True)
+    assert loss.per_token[0, :2].tolist() == pytest.approx([-math.exp(0.2)] * 2)
+    assert loss.ratio_mean.item() == pytest.approx(math.exp(0.2))
+    loss.loss.backward()  # d(-exp(mean))/d(log p_t) = -exp(0.2) / 2 for each real token, 0 for padding
+    assert new.grad[0].tolist() == pytest.approx([-math.exp(0.2) / 2, -math.exp(0.2) / 2, 0.0])
+    clipped = clipped_policy_loss(new, old, torch.ones(1, 3), mask, cliprange=0.1, sequence_ratio=True)
+    assert clipped.per_token[0, :2].tolist() == pytest.approx([-1.1, -1.1])

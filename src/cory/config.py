@@ -141,6 +141,9 @@ class AlgorithmConfig:
     scale_rewards: Literal["group", "batch", "none"] = option(
         "group", help="grpo: divide each reward's distance from its group's mean by the group's std, the "
                       "batch's std, or nothing (Dr. GRPO)")
+    importance_sampling: Literal["token", "sequence"] = option(
+        "token", help="the policy/old ratio per token, or one per sequence: exp of the mean of its tokens' "
+                      "log-ratios (GSPO; TRL's importance_sampling_level)")
     epsilon_high: float | None = option(None, gt=0, help="clip-higher (DAPO): the ratio's upper clip is "
                                                           "1 + epsilon_high; null: ppo.cliprange")
 

@@ -40,7 +40,8 @@ def objective_of(algorithm: AlgorithmConfig, ppo: PPOConfig, tis_cap: float | No
         cliprange=ppo.cliprange, cliprange_value=ppo.cliprange_value, vf_coef=ppo.vf_coef,
         ratio_threshold=ppo.ratio_threshold, tis_cap=tis_cap, loss_type=algorithm.loss_type,
         beta=algorithm.beta, kl_estimator=algorithm.kl_estimator, cliprange_high=algorithm.epsilon_high,
-        max_new_tokens=max_new_tokens, scale_rewards=algorithm.scale_rewards)
+        max_new_tokens=max_new_tokens, scale_rewards=algorithm.scale_rewards,
+        sequence_ratio=algorithm.importance_sampling == "sequence")
 
 
 @dataclass(frozen=True)

@@ -45,6 +45,7 @@ class Objective:
     cliprange_high: float | None = None  # clip-higher; None: cliprange
     max_new_tokens: int = 0  # dr_grpo's constant
     scale_rewards: Literal["group", "batch", "none"] = "group"  # grpo's advantage scale
+    sequence_ratio: bool = False  # GSPO: one importance ratio per sequence
 
 
 @dataclass
@@ -117,7 +118,8 @@ def minibatch_loss(
     if cap is not None:  # min(p_policy / p_sampler, C) at the rollout's policy
         weights = torch.exp(batch.old_logprobs - batch.sampler_logprobs).clamp(max=cap).detach()
     high = objective.cliprange_high if algorithm.clipped else None
-    policy = clipped_policy_loss(out.logprobs, batch.old_logprobs, batch.advantages, mask, cliprange, weights, high)
+    policy = clipped_policy_loss(out.logprobs, batch.old_logprobs, batch.advantages, mask, cliprange, weights, high,
+                                 objective.sequence_ratio)
     stats = {
         "policy_loss": policy.loss.detach(),
         "clip_fraction": policy.clip_fraction,

@@ -43,14 +43,19 @@ def clipped_policy_loss(
     cliprange: float,
     weights: torch.Tensor | None = None,
     cliprange_high: float | None = None,
+    sequence_ratio: bool = False,
 ) -> PolicyLoss:
     """``mean(w * max(-A * r, -A * clip(r, 1 - eps, 1 + eps_high)))`` with ``r = p / p_old``
     per token, ``w`` the (detached) importance weights of a rollout correction (1 without) and
-    ``eps_high`` the upper clip (clip-higher; ``cliprange`` without).
+    ``eps_high`` the upper clip (clip-higher; ``cliprange`` without). With ``sequence_ratio``
+    (GSPO) every token of a row takes the row's ratio ``exp(mean_t (log p - log p_old))``.
 
     ``approx_kl`` is ``0.5 * mean((log p - log p_old)^2)``, as in TRL.
     """
     log_ratio = logprobs - old_logprobs
+    if sequence_ratio:
+        per_row = (log_ratio * mask).sum(-1, keepdim=True) / mask.sum(-1, keepdim=True).clamp(min=1.0)
+        log_ratio = per_row.expand_as(log_ratio)
     ratio = torch.exp(log_ratio)
     unclipped = -advantages * ratio
     high = cliprange if cliprange_high is None else cliprange_high
