@@ -150,3 +150,22 @@ def test_a_sequence_level_ratio_gives_every_token_its_rows_mean_log_ratio():
     assert new.grad[0].tolist() == pytest.approx([-math.exp(0.2) / 2, -math.exp(0.2) / 2, 0.0])
     clipped = clipped_policy_loss(new, old, torch.ones(1, 3), mask, cliprange=0.1, sequence_ratio=True)
     assert clipped.per_token[0, :2].tolist() == pytest.approx([-1.1, -1.1])
+
+
+def test_mask_truncated_leaves_responses_that_hit_the_length_limit_out_of_the_loss(tmp_path):
+    """Every response is cut by the limit (min_new_tokens = max_new_tokens): with the option
+    the update's step sees no token, so nothing moves; without it the same update does."""
+    def update_moves(mask_truncated: bool) -> bool:
+        config = resolve({"model": "tiny-random", "device": "cpu", "seed": 0, "method": "grpo", "threads": 1,
+                          "output_dir": str(tmp_path), "task": {"name": "toy"},
+                          "generation": {"max_new_tokens": 4, "min_new_tokens": 4},
+                          "algorithm": {"group_size": 2, "loss_type": "dapo", "mask_truncated": mask_truncated},
+                          "ppo": {"batch_size": 4, "mini_batch_size": 4, "ppo_epochs": 1, "learning_rate": 1e-2}})
+        (agent,) = build_agents(config)
+        agent.generate(GenerateRequest([f"prompt {i}" for i in range(2) for _ in range(2)], step=0))
+        assert agent.rollouts[0].truncated.all()
+        before = [p.detach().clone() for p in agent.policy.parameters()]
+        agent.update([0.0, 1.0, 0.0, 1.0], step=0)
+        return any(not torch.equal(a, p) for a, p in zip(before, agent.policy.parameters()))
+
+    assert update_moves(False) and not update_moves(True)

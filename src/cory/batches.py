@@ -53,12 +53,21 @@ class Rollout(TokenBatch):
     ref_logprobs: torch.Tensor
     kl_tokens: torch.Tensor  # the configured KL estimator at each token (for the penalty)
     sampler_logprobs: torch.Tensor  # what the sampler recorded (vLLM's own on that engine)
+    truncated: torch.Tensor | None = None  # [B] bool: stopped by the length limit (None: not recorded)
 
     @classmethod
     def of(cls, sampled: SampledBatch, logprobs: torch.Tensor, values: torch.Tensor, ref_logprobs: torch.Tensor,
            kl_tokens: torch.Tensor) -> Rollout:
         return cls(sampled.query_ids, sampled.query_mask, sampled.response_ids, sampled.response_mask,
-                   logprobs, values, ref_logprobs, kl_tokens, sampled.logprobs.to(logprobs.device))
+                   logprobs, values, ref_logprobs, kl_tokens, sampled.logprobs.to(logprobs.device),
+                   sampled.hit_length_limit.to(logprobs.device))
+
+    def without_truncated(self) -> Rollout:
+        """The rollout with the responses that hit the length limit masked out (TRL's
+        ``mask_truncated_completions``): they take no part in a loss or its normaliser."""
+        if self.truncated is None:
+            return self
+        return replace(self, response_mask=self.response_mask * (~self.truncated.bool())[:, None])
 
     @classmethod
     def concat(cls, rollouts: list[Rollout]) -> Rollout:
@@ -77,8 +86,12 @@ class Rollout(TokenBatch):
                 parts.append(torch.nn.functional.pad(tensor, (missing, 0) if left else (0, missing)))
             return torch.cat(parts)
 
-        return cls(*(joined(field.name, query_width, True) if field.name.startswith("query")
-                     else joined(field.name, response_width, False) for field in fields(cls)))
+        flags = [rollout.truncated for rollout in rollouts]
+        per_token = {field.name: joined(field.name, query_width if field.name.startswith("query") else response_width,
+                                        field.name.startswith("query"))
+                     for field in fields(cls) if field.name != "truncated"}
+        known = [flag for flag in flags if flag is not None]
+        return cls(**per_token, truncated=torch.cat(known) if len(known) == len(flags) else None)
 
     def kl_sum(self) -> torch.Tensor:
         """``sum_t (log p - log p_ref)`` per sequence: the KL the paper reports."""

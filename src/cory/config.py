@@ -141,6 +141,9 @@ class AlgorithmConfig:
     scale_rewards: Literal["group", "batch", "none"] = option(
         "group", help="grpo: divide each reward's distance from its group's mean by the group's std, the "
                       "batch's std, or nothing (Dr. GRPO)")
+    mask_truncated: bool = option(False, help="responses that hit the length limit take no part in the loss "
+                                              "(TRL's mask_truncated_completions); their rewards still count "
+                                              "in group baselines")
     importance_sampling: Literal["token", "sequence"] = option(
         "token", help="the policy/old ratio per token, or one per sequence: exp of the mean of its tokens' "
                       "log-ratios (GSPO; TRL's importance_sampling_level)")

@@ -284,12 +284,13 @@ class Agent:
         targets = compute_targets(self.settings.objective, rollout, scaled, self.learner.kl_ctl.value,
                                   self.learner.baseline)
         steps = MinibatchSteps(self.index, self.scorer, self.learner, self.settings, self.shards, self.device)
+        trained = rollout.without_truncated() if self.settings.algorithm.mask_truncated else rollout
         sums: dict[str, float] = {}
         counts = 0
         skipped = 0
         for epoch in range(ppo.ppo_epochs):
             for group in steps.groups(turn_sizes, step, epoch):
-                outcome = steps.take(rollout, targets, group)
+                outcome = steps.take(trained, targets, group)
                 if outcome is None:
                     skipped += 1
                     continue
