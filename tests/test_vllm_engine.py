@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -203,16 +205,17 @@ def test_updated_weights_reach_the_engine_without_a_restart(engine_agent):
 
 
 @pytest.fixture
-def own_temp_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def own_temp_root(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """A temporary folder of this test's own for everything an engine writes (its model
     folder, IPC sockets and, instead of /dev/shm, its weights file), so that a check for
-    leftovers sees only this test's engine, whatever else runs on the machine."""
-    root = tmp_path / "temporary"
-    root.mkdir()
+    leftovers sees only this test's engine, whatever else runs on the machine. Its path is
+    short: an IPC socket's path may not exceed 107 characters."""
+    root = Path(tempfile.mkdtemp(prefix="cory-test-"))
     monkeypatch.setenv("TMPDIR", str(root))
     monkeypatch.setattr(tempfile, "tempdir", str(root))
     monkeypatch.setattr(weights, "_shared_folder", lambda: str(root))
-    return root
+    yield root
+    shutil.rmtree(root, ignore_errors=True)
 
 
 def engine_leftovers(root: Path) -> list[Path]:
