@@ -41,7 +41,7 @@ def test_trimming_a_minibatch_leaves_its_loss_unchanged(make_config):
     config = make_config(generation__length_sampler=[1, 6])
     (agent,) = build_agents(config)
     agent.generate(GenerateRequest(["a", "a longer prompt here", "bc", "defg"], step=0))
-    rollout = agent.rollouts[0]
+    rollout = agent.held.rollouts[0]
     targets = compute_targets(objective_of(config.algorithm, config.ppo), rollout, torch.tensor([1.0, 0.0, 0.5, 0.2]), 0.1, None)
     rows = torch.tensor([0, 2])  # short prompts and responses: columns to trim on both sides
     losses = []

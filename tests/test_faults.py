@@ -108,7 +108,7 @@ def test_prompts_longer_than_the_context_are_cut_from_the_left(make_config):
     long_prompt = "word " * 400  # 2000 characters: far over the tiny model's 512 positions
     reply = agent.generate(GenerateRequest([long_prompt, "short"] * 4, step=0))
     assert reply.prompts_truncated == 4
-    assert int(agent.rollouts[0].query_mask.sum(-1).max()) == 512 - trainer.config.generation.max_new_tokens
+    assert int(agent.held.rollouts[0].query_mask.sum(-1).max()) == 512 - trainer.config.generation.max_new_tokens
     trainer.close()
 
 

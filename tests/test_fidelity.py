@@ -217,7 +217,7 @@ def test_kl_controller_sees_the_configured_estimator(make_config, estimator):
                          ppo__target=1e-3, ppo__horizon=100.0)
     agent = build_agents(config)[0]
     agent.generate(GenerateRequest(["abc", "de", "f", "gh"] * 2, step=0))
-    rollout = agent.rollouts[0]
+    rollout = agent.held.rollouts[0]
     mask = rollout.response_mask.float()
     log_ratio = ((rollout.logprobs - rollout.ref_logprobs) * mask).sum(-1).mean().item()
     if estimator == "abs":

@@ -140,7 +140,7 @@ def test_a_request_answered_in_chunks_keeps_every_row_and_greedy_answers(make_co
             greedy = agent.generate(GenerateRequest(prompts, step=0, greedy=True, keep=False))
             sampled = agent.generate(GenerateRequest(prompts, step=0))
             assert len(sampled.texts) == len(sampled.kl) == len(sampled.hit_length_limit) == 7
-            assert agent.rollouts[0].size == 7
+            assert agent.held.rollouts[0].size == 7
             assert "fault" not in agent.update([1.0] * 7, step=0)
             answers[per_call] = greedy.texts
         finally:

@@ -65,7 +65,7 @@ def _step_gradients(tmp_path, loss_type, groups, beta=0.0):
                       "ppo": {"batch_size": 8, "mini_batch_size": 8}})
     (agent,) = build_agents(config)
     agent.generate(GenerateRequest([f"prompt {i}" for i in range(4) for _ in range(2)], step=0))
-    rollout = agent.rollouts[0]
+    rollout = agent.held.rollouts[0]
     lengths = torch.arange(1, 9)
     rollout.response_mask = (torch.arange(rollout.response_mask.shape[1])[None, :] < lengths[:, None]).long()
     scores = torch.linspace(-1.0, 1.0, 8)
@@ -163,7 +163,7 @@ def test_mask_truncated_leaves_responses_that_hit_the_length_limit_out_of_the_lo
                           "ppo": {"batch_size": 4, "mini_batch_size": 4, "ppo_epochs": 1, "learning_rate": 1e-2}})
         (agent,) = build_agents(config)
         agent.generate(GenerateRequest([f"prompt {i}" for i in range(2) for _ in range(2)], step=0))
-        assert agent.rollouts[0].truncated.all()
+        assert agent.held.rollouts[0].truncated.all()
         before = [p.detach().clone() for p in agent.policy.parameters()]
         agent.update([0.0, 1.0, 0.0, 1.0], step=0)
         return any(not torch.equal(a, p) for a, p in zip(before, agent.policy.parameters()))

@@ -7,7 +7,8 @@ import pytest
 
 from cory.config import TaskConfig
 from cory.errors import DataError
-from cory.evaluation import pareto_frontier, pass_at_k
+from cory.multi.summary import pass_at_k
+from cory.stats import pareto_frontier
 from cory.answers import answers_match, check_answers, extract_answer, gold_answer
 from cory.rewards.exact_match import ExactMatchReward
 from cory.tasks.arithmetic import build_arithmetic

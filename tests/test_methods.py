@@ -132,13 +132,15 @@ def test_lora_agents_share_one_base_and_train_only_their_adapter(make_config):
 
 
 def test_moe_system_answer_is_the_higher_value_reply():
-    from cory.multi.episode import Episode, system_choice
+    from cory.multi.episode import Episode
+    from cory.multi.layout import TurnLayout
+    from cory.multi.system_answer import system_choice
     from cory.multi.topology import build_topology
 
     def reply(values):
         return Reply(["x"] * 3, values, [0.0] * 3, [1] * 3, [False] * 3, 0)
-    episode = Episode([Prompt("q")] * 3, [0, 1], build_topology("independent", 2), [["q"] * 3] * 2,
-                      [reply([0.1, 0.9, -1.0]), reply([0.5, 0.2, -0.5])])
+    episode = Episode([Prompt("q")] * 3, TurnLayout.of(build_topology("independent", 2), [0, 1]), [["q"] * 3] * 2,
+                      [reply([0.1, 0.9, -1.0]), reply([0.5, 0.2, -0.5])], torch.zeros(2, 3), {})
     assert system_choice(episode, "value").tolist() == [1, 0, 1]
     assert system_choice(episode, "last").tolist() == [1, 1, 1]
 
@@ -203,7 +205,7 @@ def test_full_kl_penalty_runs_and_is_non_negative(make_config):
     agent.generate(GenerateRequest(["abc", "de", "fgh", "i"] * 2, step=0))
     agent.update([1.0, 0.0] * 4, step=0)
     agent.generate(GenerateRequest(["abc", "de", "fgh", "i"] * 2, step=1))
-    assert (agent.rollouts[0].kl_tokens >= -1e-6).all() and agent.rollouts[0].kl_tokens.sum() > 0
+    assert (agent.held.rollouts[0].kl_tokens >= -1e-6).all() and agent.held.rollouts[0].kl_tokens.sum() > 0
 
 
 def test_learning_rate_schedules():

@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from cory.multi.collective import collective_rewards
-from cory.multi.moe import gather_selected, select_by_value
 from cory.multi.roles import RoleSchedule
+from cory.multi.system_answer import gather_selected, select_by_value
 from cory.multi.topology import build_topology
 
 

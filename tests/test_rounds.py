@@ -10,7 +10,9 @@ from cory.batches import Rollout
 from cory.errors import ConfigError, CoryError
 from cory.loading import resolve
 from cory.multi.collective import difference_credit, discount_turns, sum_credit, training_rewards
-from cory.multi.episode import Episode, majority_turn, run_episode, system_choice
+from cory.multi.episode import Draw, Episode, play_episode
+from cory.multi.layout import TurnLayout
+from cory.multi.system_answer import majority_turn, system_choice
 from cory.multi.topology import build_topology
 from cory.multi.transfer import copy_rate, flip_rates, overlap, transfer_metrics
 from cory.seeding import generator
@@ -35,7 +37,8 @@ def test_a_second_rounds_prompts_carry_every_first_round_answer(make_config):
     trainer = Trainer(make_config(method="refine"))
     try:
         queries = trainer.task.train[:4]
-        episode = run_episode(trainer.agents, trainer.topology, [0, 1], trainer.task, queries, step=0)
+        episode = play_episode(trainer.agents, TurnLayout.of(trainer.topology, [0, 1]), trainer.task, trainer.reward,
+                               queries, Draw(step=0))
     finally:
         trainer.close()
     texts = [reply.texts for reply in episode.replies]
@@ -51,19 +54,19 @@ def test_an_agent_keeps_every_turn_and_its_one_update_trains_on_all_of_them(make
     agent: Agent = trainer.agents.agents[0]
     try:
         first = agent.generate(GenerateRequest(["ab", "cd", "ef", "gh"], step=0))
-        second = agent.generate(GenerateRequest(["a much longer prompt", "x", "y", "z"], step=0, turn=1,
+        second = agent.generate(GenerateRequest(["a much longer prompt", "x", "y", "z"], step=0, round=1,
                                                 stream="round1"))
-        assert len(agent.rollouts) == 2 and first.texts != second.texts  # each turn its own draws
+        assert len(agent.held.rollouts) == 2 and first.texts != second.texts  # each turn its own draws
         with pytest.raises(CoryError, match="got 4 scores for 8 responses"):
             agent.update([1.0] * 4, step=0)
         agent.generate(GenerateRequest(["ab", "cd", "ef", "gh"], step=0))
-        agent.generate(GenerateRequest(["ab", "cd", "ef", "gh"], step=0, turn=1, stream="round1"))
+        agent.generate(GenerateRequest(["ab", "cd", "ef", "gh"], step=0, round=1, stream="round1"))
         stats = agent.update([1.0] * 8, step=0)
-        assert agent.rollouts == [] and "fault" not in stats
+        assert agent.held.rollouts == [] and "fault" not in stats
         # 8 rows of mini-batch 4: two optimiser steps per epoch, as a batch of 8 would take
         assert len(agent.learner.optimizer.state) > 0
-        with pytest.raises(CoryError, match="keep turn 1 while holding 0"):
-            agent.generate(GenerateRequest(["ab"], step=1, turn=1))
+        with pytest.raises(CoryError, match="keep round 1 while holding 0"):
+            agent.generate(GenerateRequest(["ab"], step=1, round=1))
     finally:
         trainer.close()
 
@@ -199,9 +202,9 @@ def test_the_vote_takes_the_majority_final_answer_of_the_last_round():
     assert majority_turn(["none", "none"], [0, 1]) == 1
     debate = build_topology("independent", 3, rounds=2)
     reply = lambda texts: Reply(texts, [0.0] * 2, [0.0] * 2, [1] * 2, [False] * 2, 0)  # noqa: E731
-    episode = Episode([Prompt("q1"), Prompt("q2")], [0, 1, 2], debate, [[]] * 6,
+    episode = Episode([Prompt("q1"), Prompt("q2")], TurnLayout.of(debate, [0, 1, 2]), [[]] * 6,
                       [reply(["#### 1", "#### 1"])] * 3 + [reply(["#### 2", "#### 5"]), reply(["#### 2", "#### 6"]),
-                                                            reply(["#### 9", "#### 6"])])
+                                                            reply(["#### 9", "#### 6"])], torch.zeros(6, 2), {})
     assert system_choice(episode, "vote").tolist() == [4, 5]
     assert system_choice(episode, "last").tolist() == [5, 5]
 

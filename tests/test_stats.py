@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from cory.evaluation import distinct_n
+from cory.multi.summary import distinct_n
 from cory.stats import (Interval, bootstrap_mean, common_levels, holm, kl_at_reward, reward_at_kl, sign_flip_p,
                         smallest_one_sided_p, t_interval)
 

@@ -177,7 +177,7 @@ def our_greedy_texts(agent, step: int) -> list[str]:
 @needs_vllm
 def test_seeded_rollouts_repeat_honour_budgets_and_match_the_policys_logprobs(engine_agent):
     first = engine_agent.generate(GenerateRequest(PROMPTS, step=3))
-    assert engine_agent.sampler_logprob_gap is not None and engine_agent.sampler_logprob_gap < 1e-4
+    assert engine_agent.held.sampler_logprob_gap is not None and engine_agent.held.sampler_logprob_gap < 1e-4
     again = engine_agent.generate(GenerateRequest(PROMPTS, step=3))
     other_step = engine_agent.generate(GenerateRequest(PROMPTS, step=4))
     assert first.texts == again.texts and first.texts != other_step.texts

@@ -13,7 +13,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from cory.evaluation import pareto_frontier  # noqa: E402
+from cory.stats import pareto_frontier  # noqa: E402
 from cory.suite_diagnostics import DIAGNOSTICS  # noqa: E402
 
 

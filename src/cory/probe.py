@@ -37,11 +37,12 @@ from cory.agents.agent import Agent
 from cory.build import build_run
 from cory.config import RunConfig
 from cory.evaluation import evaluation_budgets
+from cory.multi.episode import Draw
 from cory.rewards.base import RewardFunction, score_safely
 from cory.stats import t_interval
 from cory.tasks.base import Task
 from cory.tasks.shown import AnswerJoin
-from cory.types import GenerateRequest, Prompt
+from cory.types import Prompt
 
 # Candidate answers per query from which ``high`` and ``low`` are drawn (tasks without solutions).
 CANDIDATES = 4
@@ -166,8 +167,8 @@ def probe(config: RunConfig, joins: Sequence[str] = ()) -> list[ProbeRow]:
         texts = []
         for start in range(0, len(prompts), ROWS_PER_CALL):
             chunk = prompts[start:start + ROWS_PER_CALL]
-            request = GenerateRequest(chunk, step=config.eval.seed + start, phase="eval", greedy=config.eval.greedy,
-                                      keep=False, budgets=evaluation_budgets(config, len(chunk)))
+            draw = Draw(config.eval.seed + start, "eval", config.eval.greedy, evaluation_budgets(config, len(chunk)))
+            request = draw.request(chunk, keep=False)
             texts += parts.agents.map(Agent.generate, {0: (request,)})[0].texts
         return texts
 

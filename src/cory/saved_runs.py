@@ -15,6 +15,7 @@ from cory.configtree import deep_merge, parse_override, set_dotted, to_dict
 from cory.errors import ConfigError
 from cory.evaluation import EvalResult, evaluate
 from cory.loading import load_config, read_yaml, resolve
+from cory.multi.layout import TurnLayout
 from cory.run_inputs import check_recorded_reward, read_inputs, recorded_prompts
 from cory.tasks.custom import custom_task
 
@@ -66,7 +67,7 @@ def evaluate_target(target: str | Path, overrides: Sequence[str] = ()) -> tuple[
         read_agent_states(parts.agents, checkpoint.path, checkpoint.state["agents"])
         step = checkpoint.step
     mapping = parts.roles.agent_for_role(step)
-    result = evaluate(parts.agents, parts.topology, mapping, parts.task, parts.reward, config)
+    result = evaluate(parts.agents, TurnLayout.of(parts.topology, mapping), parts.task, parts.reward, config)
     return result, config, run_dir
 
 

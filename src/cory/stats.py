@@ -132,3 +132,15 @@ def common_levels(trajectories: list[Trajectory], axis: int, fractions: tuple[fl
     if not high > low:
         return []
     return [low + (high - low) * f for f in fractions]
+
+
+def pareto_frontier(points: list[tuple[float, float]]) -> list[int]:
+    """Indices of the points ``(kl, reward)`` that no other point beats on both axes
+    (lower KL and higher reward), sorted by KL."""
+    order = sorted(range(len(points)), key=lambda i: (points[i][0], -points[i][1]))
+    frontier, best = [], float("-inf")
+    for i in order:
+        if points[i][1] > best:
+            frontier.append(i)
+            best = points[i][1]
+    return frontier

@@ -1,7 +1,7 @@
-"""THE training loop, shared by every method.
+"""THE training loop, shared by every method. One iteration:
 
-    prompts -> topology rollout -> task rewards -> collective rewards -> per-agent update
-            -> log / eval / checkpoint
+    sample queries -> play and score the episode (multi.episode) -> update each agent on its
+    turns -> summarise (multi.summary) -> log; with evaluation and checkpoints between
 
 Single-agent PPO is one node; CORY is a pioneer -> observer chain whose role -> agent
 mapping rotates every K iterations; MoE is independent nodes with a value-based answer.
@@ -14,7 +14,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
 from cory.agents.agent import Agent
@@ -27,11 +26,9 @@ from cory.configtree import to_dict
 from cory.errors import AgentLost, CoryError, NumericFault
 from cory.evaluation import evaluate
 from cory.logging import METRICS_FILE, RunLogger, read_jsonl_rows
-from cory.multi.collective import training_rewards
-from cory.multi.episode import (Episode, answer_counterfactuals, episode_samples, metric_prefixes, run_episode,
-                                score_episode, system_choice)
-from cory.multi.moe import gather_selected
-from cory.multi.transfer import transfer_metrics
+from cory.multi.episode import Draw, play_episode
+from cory.multi.layout import TurnLayout
+from cory.multi.summary import TRAINING, sample_rows, summarise, summarise_updates
 from cory.prompt_sampler import PromptSampler
 from cory.provenance import describe_environment, record_environment, resident_memory_gb
 from cory.redaction import redacted
@@ -42,10 +39,6 @@ from cory.seeding import rng_state, seed_everything, set_rng_state, torch_rng_te
 from cory.tasks.base import Task
 from cory.timing import StageTimer
 from cory.trackers import TrackerSet
-
-HEADLINE_STATS = ("kl_coef", "entropy", "clip_fraction", "approx_kl", "value_loss", "policy_loss",
-                  "explained_variance", "response_length", "grad_norm")
-
 
 class Trainer:
     """Owns the loop; the agents (local or Ray actors) own the models."""
@@ -58,7 +51,6 @@ class Trainer:
         self.run_dir = Path(config.output_dir)
         self.task, self.agents, self.reward = parts.task, parts.agents, parts.reward
         self.topology, self.roles = parts.topology, parts.roles
-        self.role_names = self.topology.role_names()
         algorithm = config.algorithm
         repeat = algorithm_named(algorithm.name).samples_per_prompt(algorithm.group_size)
         self.sampler = PromptSampler(self.task.train, config.ppo.batch_size // repeat, repeat, config.seed)
@@ -175,105 +167,33 @@ class Trainer:
         return step
 
     def run_iteration(self, step: int) -> dict[str, Any]:
-        """One training iteration (rollout, rewards, updates); returns its metrics row."""
+        """One training iteration: sample queries, play and score the episode, update every
+        agent on its turns, summarise. Returns the iteration's metrics row."""
         config = self.config
         timer = StageTimer()
         if config.roles.reset_on_swap and self.roles.exchanges_at(step):
             on_every_agent(self.agents, Agent.reset_learning_state)
             seed_everything(config.seed)  # as TRL's PPOTrainer does when it is built
-        mapping = self.roles.agent_for_role(step)
-        collective, n_roles = config.collective, self.topology.n_roles
-        with timer.stage("rollout"):
-            episode = run_episode(self.agents, self.topology, mapping, self.task, self.sampler.batch(step), step)
-        if collective.credit == "difference":
-            with timer.stage("counterfactual"):
-                answer_counterfactuals(self.agents, episode, self.task, step)
-        with timer.stage("score"):
-            task_rewards = score_episode(episode, self.reward)
+        layout = TurnLayout.of(self.topology, self.roles.agent_for_role(step))
+        episode = play_episode(self.agents, layout, self.task, self.reward, self.sampler.batch(step), Draw(step),
+                               credit=config.collective, timer=timer)
         with timer.stage("update"):
-            mixed = training_rewards(task_rewards, episode.counterfactual_rewards, n_roles, collective.credit,
-                                     collective.lambda_, collective.normalize, collective.turn_discount)
-            # An agent's turns, round by round: the order it kept them in.
-            stats = self.agents.map(Agent.update, {mapping[r]: (mixed[r::n_roles].flatten().tolist(), step)
-                                                   for r in range(n_roles)})
-        iteration = timer.elapsed()
-        row = self._summarise(step, episode, task_rewards, mixed, stats)
-        faults = [f"agent{a}: {s['fault_reason']}" for a, s in stats.items() if s.get("fault")]
-        if faults:
-            row.update({"fault": 1.0, "fault_reason": "; ".join(faults)})
-        row.update({
-            **timer.metrics(),
-            "time/generate": sum(r.seconds["generate"] for r in episode.replies),
-            "time/reference": sum(r.seconds["reference"] for r in episode.replies),
-            "time/iteration": iteration,
-        })
+            stats = self.agents.map(Agent.update, {agent: (episode.rewards_of_agent(agent), step)
+                                                   for agent in layout.agents()})
+        row = {**summarise(episode, TRAINING, config.topology.answer, self.task.checker, per_agent=stats),
+               "swaps": self.roles.swaps_before(step), **summarise_updates(stats), **timer.metrics(),
+               "time/generate": sum(r.seconds["generate"] for r in episode.replies),
+               "time/reference": sum(r.seconds["reference"] for r in episode.replies),
+               "time/iteration": timer.elapsed()}
         if self.logger is not None and config.log.n_samples and step % config.log.samples_every == 0:
-            samples = episode_samples(episode, task_rewards, self.role_names, config.log.n_samples)
-            self.logger.samples([{"step": step, "phase": "train", **sample} for sample in samples])
+            self.logger.samples([{"step": step, "phase": "train", **sample}
+                                 for sample in sample_rows(episode, config.log.n_samples)])
         return row
-
-    def _summarise(self, step: int, episode: Episode, task_rewards: torch.Tensor,
-                   mixed: torch.Tensor, stats: dict[int, dict[str, Any]]) -> dict[str, Any]:
-        """The iteration's row. A role's answer metrics are its last round's (the answers a
-        system gives); its collective reward is the mean over all its turns (what it trains on)."""
-        row: dict[str, Any] = {
-            "task_reward": task_rewards.mean().item(),
-            "task_reward_std": task_rewards.std(unbiased=False).item(),
-            "collective_reward": mixed.mean().item(),
-            "kl": episode.kl().mean().item(),
-            "swaps": self.roles.swaps_before(step),
-        }
-        n_roles, last = self.topology.n_roles, episode.last_round()
-        for role, name in enumerate(self.role_names):
-            agent, turn = episode.agent_for_role[role], last[role]
-            if len(self.role_names) > 1:
-                row[f"{name}/agent"] = agent
-            for prefix in metric_prefixes(name, agent):
-                row[f"{prefix}/task_reward"] = task_rewards[turn].mean().item()
-                row[f"{prefix}/task_reward_std"] = task_rewards[turn].std(unbiased=False).item()
-                row[f"{prefix}/collective_reward"] = mixed[role::n_roles].mean().item()
-                row[f"{prefix}/prompts_truncated"] = episode.replies[turn].prompts_truncated
-                row[f"{prefix}/prompt_length"] = episode.replies[turn].prompt_length
-                row[f"{prefix}/hit_length_limit"] = float(np.mean(episode.replies[turn].hit_length_limit))
-                for key, value in stats[agent].items():
-                    row[f"{prefix}/{key}"] = value
-        row.update(self._round_metrics(episode, task_rewards))
-        for key in HEADLINE_STATS:
-            values = [s[key] for s in stats.values() if isinstance(s.get(key), (int, float))]
-            if values:
-                row[key] = float(np.mean(values))
-        for key in ("sampler_logprob_gap", "mismatch_kl"):  # vLLM against the policy: the worst agent
-            found = [s[key] for s in stats.values() if isinstance(s.get(key), float)]
-            if found:
-                row[key] = max(found)
-        if episode.n_turns > 1:
-            chosen = system_choice(episode, self.config.topology.answer)
-            row["system/task_reward"] = gather_selected(task_rewards, chosen).mean().item()
-        return row
-
-    def _round_metrics(self, episode: Episode, task_rewards: torch.Tensor) -> dict[str, float]:
-        """Each round's and each turn's task reward (several rounds), and the transfer
-        diagnostics of every turn that is shown answers (``cory.multi.transfer``)."""
-        topology, metrics = self.topology, {}
-        if topology.rounds > 1:
-            per_round = task_rewards.view(topology.rounds, topology.n_roles, -1)
-            for round_ in range(topology.rounds):
-                metrics[f"round{round_}/task_reward"] = per_round[round_].mean().item()
-            for turn, name in enumerate(topology.turn_names()):
-                metrics[f"{name}/task_reward"] = task_rewards[turn].mean().item()
-        if not topology.edges():
-            return metrics
-        checker = self.task.checker
-        correct = [checker(episode.queries, r.texts) for r in episode.replies] if checker is not None else None
-        plain = {turn: rewards for (source, turn), rewards in episode.counterfactual_rewards.items()
-                 if topology.inputs(turn) == (source,)}  # without its one input: the plain query
-        metrics.update(transfer_metrics(topology, [r.texts for r in episode.replies], task_rewards, correct, plain))
-        return metrics
 
     def _evaluate(self, step: int) -> dict[str, Any]:
         started = time.perf_counter()
-        result = evaluate(self.agents, self.topology, self.roles.agent_for_role(step), self.task,
-                          self.reward, self.config, n_samples=self.config.log.n_samples)
+        layout = TurnLayout.of(self.topology, self.roles.agent_for_role(step))
+        result = evaluate(self.agents, layout, self.task, self.reward, self.config, n_samples=self.config.log.n_samples)
         self.log.samples([{"step": step, "phase": "eval", **s} for s in result.samples])
         return {**result.metrics, "time/eval": time.perf_counter() - started}
 

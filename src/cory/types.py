@@ -24,9 +24,9 @@ class GenerateRequest:
     """Ask an agent to answer ``prompts`` at iteration ``step``; with ``keep`` it holds the
     rollout for its next ``update``. ``phase`` separates the random draws of training and
     evaluation. ``budgets``, where given, is each prompt's token budget in place of the
-    length sampler's draw. An agent that answers several times in one iteration (rounds) is
-    told which ``turn`` a kept rollout is (0 starts a new iteration's set) and gets a ``stream``
-    per call, so that no two calls reuse the same random draws."""
+    length sampler's draw. An agent answers once per ``round`` of an iteration: a kept rollout
+    is that round's (round 0 starts a new iteration's set), and each call names a ``stream``
+    so that no two calls reuse the same random draws."""
 
     prompts: list[str]
     step: int
@@ -34,7 +34,7 @@ class GenerateRequest:
     greedy: bool = False
     keep: bool = True
     budgets: list[int] | None = None
-    turn: int = 0
+    round: int = 0
     stream: str = ""
 
     @property

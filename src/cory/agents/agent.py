@@ -4,13 +4,13 @@ The agent owns its optimiser and LR schedule, KL controller, score moments, base
 Elastic-Reset EMA, and a handle to its (possibly shared) reference. It talks to the
 trainer in text and plain numbers only (prompts in; responses, values, statistics out), so
 the same object can live in another process (a Ray actor) unchanged. Between
-``generate`` and ``update`` it keeps the iteration's rollouts to itself: one, or one per
-round when it answers in several (``GenerateRequest.turn``).
+``generate`` and ``update`` it keeps the iteration's rollouts to itself: one per round it
+answers in (``GenerateRequest.round``).
 
-Its neighbours: ``prompts`` (chat template, truncation), ``sampling`` (settings and length
-budgets), ``engine_sampling`` (rollouts on vLLM), ``minibatch_steps`` (the update's
-optimiser steps), ``optimizer``, ``state`` (checkpoint I/O)
-and ``export`` (a Hugging Face folder).
+Its neighbours: ``answering`` (sampling and scoring a request's answers), ``held_turns``
+(the rollouts kept for the update), ``prompts`` (chat template, truncation), ``sampling``
+(settings and length budgets), ``minibatch_steps`` (the update's optimiser steps),
+``optimizer``, ``state`` (checkpoint I/O) and ``export`` (a Hugging Face folder).
 """
 
 from __future__ import annotations
@@ -24,29 +24,30 @@ from typing import Any
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from cory.agents.answering import Answerer
 from cory.agents.elastic_reset import ElasticReset
-from cory.agents.engine_sampling import comparable, logprob_gap, mismatch_kl, sample_on_engine
+from cory.agents.engine_sampling import comparable, mismatch_kl
 from cory.agents.export import export_policy
+from cory.agents.held_turns import HeldTurns
 from cory.agents.learner import LearnerState
 from cory.agents.minibatch_steps import MinibatchSteps
 from cory.agents.optimizer import build_optimizer, build_scheduler
 from cory.agents.prompts import PromptEncoder, context_length
-from cory.agents.sampling import length_budgets, sampling_settings
+from cory.agents.sampling import sampling_settings
 from cory.agents.settings import AgentSettings
 from cory.agents.state import read_learner_state, write_learner_state
-from cory.algorithms.kl import AdaptiveKLController, FixedKLController, kl_per_token
+from cory.algorithms.kl import AdaptiveKLController, FixedKLController
 from cory.algorithms.normalize import RunningMoments, transform_scores
 from cory.algorithms.objective import compute_targets
 from cory.algorithms.ppo import explained_variance
 from cory.algorithms.reinforce import MovingAverageBaseline
-from cory.batches import Rollout, SampledBatch
 from cory.distributed.sharding import Shards, gathered, shard_policy
 from cory.engines.vllm_engine import VLLMEngine
 from cory.errors import CoryError
-from cory.models.generation import Decoder, StopStrings, sample
-from cory.models.policy import Policy, PolicyOutput, ValueHead, compile_policy, hidden_size_of, score_sequences
+from cory.models.generation import StopStrings
+from cory.models.policy import Policy, ValueHead, compile_policy, hidden_size_of
 from cory.models.reference import Reference
-from cory.seeding import derive_seed, generator
+from cory.seeding import generator
 from cory.types import GenerateRequest, Reply, Stats
 
 
@@ -65,7 +66,6 @@ class Agent:
         self.reference = reference
         self.stop_ids = stop_ids
         self.adapter = adapter
-        self.stop_strings = StopStrings(tokenizer, list(stop_strings))
         self.prompts = PromptEncoder(self.name, tokenizer, use_chat, settings.max_prompt_tokens,
                                      settings.generation.max_new_tokens, context_length(lm))
         value_head = ValueHead(hidden_size_of(lm), generator("value_head", settings.seed, index))
@@ -79,11 +79,12 @@ class Agent:
         self.scorer = compile_policy(self.policy, device) if compiled else self.policy
         self.activate()
         self.learner = self._new_learner()
-        self.rollouts: list[Rollout] = []  # this iteration's kept turns, in order
         # generation.engine: vllm -- agents with adapters on one peft base share its engine.
         self.engine = engine or (self._engine() if settings.generation.engine == "vllm" else None)
-        self.sampler_logprob_gap: float | None = None  # vLLM's log-probs against the policy's
-        self.decoder = Decoder(compiled=settings.generation.compile, device=device)
+        self.answerer = Answerer(index, settings, self.policy, tokenizer, self.prompts, reference, self.learner,
+                                 stop_ids, StopStrings(tokenizer, list(stop_strings)), self.engine, self.shards,
+                                 adapter, device)
+        self.held = HeldTurns(self.name)
 
     def _engine(self) -> VLLMEngine:
         gen = self.settings.generation
@@ -129,148 +130,26 @@ class Agent:
 
     # ------------------------------------------------------------- generation
     def generate(self, request: GenerateRequest) -> Reply:
-        """Answer the request's prompts; with ``request.keep`` the rollout is held for the
-        next ``update``."""
+        """Answer the request's prompts; with ``request.keep`` the rollout is held as the
+        iteration's turn of round ``request.round`` for the next ``update``."""
         self.activate()
         # Evaluation measures the model itself; only training samples may see dropout.
         self.policy.lm.train(self.learner.dropout_active and request.phase == "train")
         whole = gathered(self.policy) if self.shards is not None else contextlib.nullcontext()
         with self._autocast(), whole:
-            return self._generate(request)
-
-    def _token_budgets(self, count: int, step: int, phase: str, budgets: list[int] | None) -> torch.Tensor | None:
-        gen = self.settings.generation
-        if budgets is None:
-            return length_budgets(gen, self.settings.seed, self.index, count, step, phase,
-                                  cycle=self.settings.length_cycle)
-        if len(budgets) != count or not all(1 <= b <= gen.max_new_tokens for b in budgets):
-            raise CoryError(f"{self.name}: budgets must give each of the {count} prompts a token budget "
-                            f"between 1 and generation.max_new_tokens ({gen.max_new_tokens})")
-        return torch.tensor(budgets)
-
-    def _generate(self, request: GenerateRequest) -> Reply:
-        settings = self.settings
-        step, stream = request.step, request.random_stream
-        started = time.perf_counter()
-        encoded = self.prompts.encode(request.prompts, self.device)
-        rows = len(request.prompts)
-        budgets = self._token_budgets(rows, step, stream, request.budgets)
-        # Created on the model's device: torch.multinomial needs its generator there.
-        sampler = generator("sample", settings.seed, step, self.index, stream, device=self.device)
-        per_call = settings.generation.rows_per_call or rows
-        parts: list[Rollout] = []
-        hit_limit: list[bool] = []
-        gaps: list[float | None] = [self.sampler_logprob_gap if request.turn > 0 else None]
-        seconds = {"generate": 0.0, "reference": 0.0}
-        for first in range(0, rows, per_call):
-            chunk = slice(first, first + per_call)
-            generated = self._sample_rows(request, encoded.ids[chunk], encoded.mask[chunk],
-                                          budgets[chunk] if budgets is not None else None, sampler, first)
-            sampled_at = time.perf_counter()
-            seconds["generate"] += sampled_at - started
-            rollout, gap = self._score_rows(request, generated)
-            parts.append(rollout)
-            hit_limit += generated.hit_length_limit.tolist()
-            gaps.append(gap)
-            started = time.perf_counter()
-            seconds["reference"] += started - sampled_at
-        if self.engine is not None and request.keep:
-            self.sampler_logprob_gap = max((g for g in gaps if g is not None), default=None)  # over turns too
-        rollout = Rollout.concat(parts)
+            reply, rollout, gap = self.answerer.answer(request)
         if request.keep:
-            self._keep(rollout, request.turn)
-        lengths = rollout.response_mask.sum(-1).tolist()
-        texts = self.tokenizer.batch_decode(
-            [ids[:n] for ids, n in zip(rollout.response_ids.tolist(), lengths)],
-            skip_special_tokens=settings.generation.skip_special_tokens)
-        seconds["reference"] += time.perf_counter() - started
-        return Reply(
-            texts=[self.stop_strings.cut(text) for text in texts],
-            values=rollout.last_values().tolist(),
-            kl=rollout.kl_sum().tolist(),
-            lengths=lengths,
-            hit_length_limit=hit_limit,
-            prompts_truncated=encoded.truncated,
-            prompt_length=encoded.mask.sum(-1).float().mean().item(),
-            seconds=seconds,
-        )
-
-    def _sample_rows(self, request: GenerateRequest, query_ids: torch.Tensor, query_mask: torch.Tensor,
-                     budgets: torch.Tensor | None, sampler: torch.Generator, first: int) -> SampledBatch:
-        """Responses to some rows of a request (``first``: the index of the first of them)."""
-        settings = self.settings
-        how = sampling_settings(settings.generation, request.greedy)
-        if self.engine is not None:
-            rows = range(first, first + query_ids.shape[0])
-            seeds = [derive_seed("sample", settings.seed, request.step, self.index, request.random_stream, row)
-                     & 0x7FFFFFFF for row in rows]  # one request seed per row, drawn like our sampler's
-            limits = budgets.tolist() if budgets is not None else [how.max_new_tokens] * len(rows)
-            return sample_on_engine(self.engine, self.policy.lm, self.shards, query_ids, query_mask, how,
-                                    self.stop_ids, self.tokenizer.pad_token_id, seeds, limits,
-                                    self.stop_strings.strings, self.adapter)
-        with_values = settings.fast.scores_from_generation and settings.uses_values
-        return sample(self.policy.lm, query_ids, query_mask, how, self.stop_ids, self.tokenizer.pad_token_id,
-                      generator=sampler, value_head=self.policy.value_head if with_values else None,
-                      max_new_per_row=budgets, stop_strings=self.stop_strings, decoder=self.decoder)
-
-    def _score_rows(self, request: GenerateRequest, generated: SampledBatch) -> tuple[Rollout, float | None]:
-        """The rollout of sampled rows: the reference's log-probs and the KL, and the policy's
-        log-probs and values where sampling did not record them; with them the gap between
-        the engine's log-probs and the policy's (None without an engine)."""
-        settings, gen = self.settings, self.settings.generation
-        query_ids, query_mask = generated.query_ids, generated.query_mask
-        response_ids, response_mask = generated.response_ids, generated.response_mask
-        mask = response_mask.float()
-        reference = self._score_reference(query_ids, query_mask, response_ids, response_mask)
-        logprobs, values, policy_logits, gap = generated.logprobs, generated.values, None, None
-        if not settings.fast.scores_from_generation:
-            with torch.inference_mode():
-                out = self.policy(query_ids, query_mask, response_ids, response_mask,
-                                  with_entropy=False, temperature=gen.temperature,
-                                  head_on_response_only=settings.fast.head_on_response_only,
-                                  with_values=settings.uses_values)
-            logprobs, values, policy_logits = out.logprobs * mask, out.values * mask, out.logits
-            if self.engine is not None:
-                gap = logprob_gap(generated.logprobs, logprobs, mask, sampling_settings(gen, request.greedy))
-        ref_logprobs = reference.logprobs * mask
-        kl_tokens = kl_per_token(
-            logprobs, ref_logprobs, settings.ppo.kl_penalty,
-            policy_logits.log_softmax(-1) if policy_logits is not None else None,
-            reference.logits.float().log_softmax(-1) if policy_logits is not None else None,
-        ) * mask
-        return Rollout.of(generated, logprobs, values, ref_logprobs, kl_tokens), gap
-
-    def _keep(self, rollout: Rollout, turn: int) -> None:
-        """Hold ``rollout`` as this iteration's turn ``turn`` (0 starts a new set)."""
-        if turn == 0:
-            self.rollouts = []
-        elif turn != len(self.rollouts):
-            raise CoryError(f"{self.name}: asked to keep turn {turn} while holding {len(self.rollouts)} "
-                            "turn(s) of this iteration; turns are kept in order from 0")
-        self.rollouts.append(rollout)
-
-    def _score_reference(self, query_ids: torch.Tensor, query_mask: torch.Tensor,
-                         response_ids: torch.Tensor, response_mask: torch.Tensor) -> PolicyOutput:
-        """The KL anchor: the frozen reference, or (Elastic Reset option) the policy's EMA."""
-        temperature = self.settings.generation.temperature
-        if self.learner.elastic is not None and self.settings.elastic_reset.kl_reference == "ema":
-            with self.learner.elastic.ema_weights(), torch.inference_mode():
-                return score_sequences(self.policy.lm, query_ids, query_mask, response_ids,
-                                       response_mask, temperature=temperature)
-        return self.reference.score(query_ids, query_mask, response_ids, response_mask,
-                                    temperature=temperature)
+            self.held.keep(rollout, request.round, gap)
+        return reply
 
     # ----------------------------------------------------------------- update
     def update(self, scores: list[float], step: int) -> Stats:
         """Learn from the held turns as one batch, each response scored by ``scores`` (the
         turns' responses in order)."""
-        if not self.rollouts:
-            raise CoryError(f"{self.name}: update() called without a rollout; call generate() first")
+        rollout, turn_sizes = self.held.take()
         self.activate()
         self.learner.dropout_active = self.settings.dropout_as_trl
         self.policy.lm.train(self.learner.dropout_active)
-        turn_sizes = [turn.size for turn in self.rollouts]
-        rollout, self.rollouts = Rollout.concat(self.rollouts), []
         ppo = self.settings.ppo
         started = time.perf_counter()
         raw = torch.tensor(scores, dtype=torch.float32, device=self.device)
@@ -321,8 +200,8 @@ class Agent:
         })
         if self.engine is not None:
             self.engine.changed(self.adapter)  # pushed before the next rollout
-            if self.sampler_logprob_gap is not None:
-                stats["sampler_logprob_gap"] = self.sampler_logprob_gap
+            if self.held.sampler_logprob_gap is not None:
+                stats["sampler_logprob_gap"] = self.held.sampler_logprob_gap
             if comparable(sampling_settings(self.settings.generation, greedy=False)):
                 stats["mismatch_kl"] = mismatch_kl(rollout.sampler_logprobs, rollout.logprobs, mask)
             stats["time/weight_push"] = self.engine.seconds_loading

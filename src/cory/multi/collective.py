@@ -63,12 +63,18 @@ def discount_turns(rewards: torch.Tensor, n_roles: int, gamma: float) -> torch.T
     return per_round.view_as(rewards)
 
 
+def needs_counterfactuals(credit: str) -> bool:
+    """Whether credit rule ``credit`` compares a turn with answers given without one of its
+    inputs (``difference``) or only with the episode's own answers (``sum``)."""
+    return credit == "difference"
+
+
 def training_rewards(task_rewards: torch.Tensor, counterfactual_rewards: dict[tuple[int, int], torch.Tensor],
                      n_roles: int, credit: str, lam: float, normalize: bool = False,
                      turn_discount: float = 0.0) -> torch.Tensor:
     """``[turn, batch]``: what each turn trains on under ``collective.credit`` (``sum`` or
     ``difference``), ``collective.lambda``, ``normalize`` and ``turn_discount``."""
-    if credit == "difference":
+    if needs_counterfactuals(credit):
         credited = difference_credit(task_rewards, counterfactual_rewards, lam, normalize)
     else:
         credited = sum_credit(task_rewards, n_roles, lam, normalize)
