@@ -26,10 +26,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from trl_env import ROOT, ensure_venv, legacy_model_folder, run_worker  # noqa: E402
 
 from cory.agents.factory import build_agents  # noqa: E402
-from cory.configtree import deep_merge  # noqa: E402
-from cory.loading import resolve  # noqa: E402
+from cory.config.loading import resolve  # noqa: E402
+from cory.config.tree import deep_merge  # noqa: E402
 from cory.models.packaged import converted_folder  # noqa: E402
 from cory.types import GenerateRequest  # noqa: E402
+
 
 PROMPTS = ["This movie was", "I really", "The plot of this film", "What a", "The acting is", "Honestly, the",
            "My kids watched", "It is a story", "The director", "Two hours of", "I expected", "A beautiful",

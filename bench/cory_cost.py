@@ -39,7 +39,7 @@ COMMON = [*THROUGHPUT_SETTINGS, "threads=2", "eval_every=0", "generation.min_new
 
 def measure(case: str, iterations: int) -> None:
     """Child process: time iterations of one case, print JSON with the peak RSS."""
-    from cory.loading import load_config
+    from cory.config.loading import load_config
     from cory.trainer import Trainer
 
     path, *extra = CASES[case]

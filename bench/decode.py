@@ -65,7 +65,7 @@ def hf_loops(model: str, device: torch.device, shapes: list[tuple[int, int]]) ->
 
 
 def vllm_loop(model: str, shapes: list[tuple[int, int]], threads: int) -> dict[tuple[int, int], float]:
-    from cory.config import VLLMConfig
+    from cory.config.schema import VLLMConfig
     from cory.engines.vllm_engine import VLLMEngine
 
     loaded = load_model(model)

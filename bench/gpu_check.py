@@ -41,7 +41,7 @@ from pathlib import Path
 
 import torch
 
-from cory.loading import load_config
+from cory.config.loading import load_config
 from cory.models.generation import Decoder, SamplingSettings, sample
 from cory.models.registry import load_model
 from cory.trainer import Trainer

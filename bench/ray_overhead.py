@@ -18,7 +18,7 @@ import tempfile
 import ray
 import torch
 
-from cory.loading import load_config
+from cory.config.loading import load_config
 from cory.trainer import Trainer
 
 from settings import THROUGHPUT_SETTINGS

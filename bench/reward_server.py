@@ -20,7 +20,7 @@ import threading
 import time
 import urllib.request
 
-from cory.loading import load_config
+from cory.config.loading import load_config
 from cory.rewards import reward_of
 from cory.rewards.remote import RemoteReward
 from cory.tasks.base import Prompt

@@ -16,7 +16,7 @@ import argparse
 import statistics
 import tempfile
 
-from cory.loading import load_config
+from cory.config.loading import load_config
 from cory.trainer import Trainer
 
 from settings import THROUGHPUT_SETTINGS

@@ -19,7 +19,7 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from cory.suites import PlannedRun, load_suite
+from cory.experiments.suites import PlannedRun, load_suite
 from cory.trainer import Trainer
 
 

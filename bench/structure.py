@@ -41,7 +41,10 @@ def main() -> None:
     carried = Counter((room_of(a), room_of(b)) for a, targets in modules.items() for b in targets)
     inside = imports_in_functions()
     own = [row for row in inside if row[2].startswith("cory")]
+    top = [path for path in sources().values() if path.parent.name == "cory"]
     print(f"modules {len(modules)}, lines {sum(len(p.read_text().splitlines()) for p in sources().values())}")
+    print(f"top-level modules {len(top)} (besides __init__ and __main__: "
+          f"{sum(path.stem not in ('__init__', '__main__') for path in top)})")
     print(f"rooms {len(rooms)}, arrows {len(arrows)}, module cycles {len(cycles(modules))}")
     print(f"upward arrows {len(upward)}: " + (", ".join(f"{a} -> {b} ({carried[a, b]})" for a, b in upward) or "none"))
     print(f"imports inside functions {len(inside)}, of cory's own modules {len(own)}")

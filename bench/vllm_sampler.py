@@ -18,7 +18,7 @@ import torch
 
 from cory.agents.factory import build_agents
 from cory.agents.sampling import sampling_settings
-from cory.loading import load_config
+from cory.config.loading import load_config
 from cory.models.generation import sample
 from cory.tasks import build_task
 

@@ -7,7 +7,7 @@ import os
 import pytest
 import torch
 
-from cory.loading import resolve
+from cory.config.loading import resolve
 
 torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
 

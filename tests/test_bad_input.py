@@ -4,7 +4,7 @@ import gzip
 
 import pytest
 
-from cory.loading import load_config
+from cory.config.loading import load_config
 from cory.errors import CoryError
 from cory.sources import read_jsonl, read_texts
 
@@ -89,7 +89,7 @@ def test_reward_function_module_that_does_not_exist():
 
 
 def test_this_machine_is_checked_when_a_run_starts_not_when_its_config_is_read(tmp_path):
-    from cory.preflight import check_environment
+    from cory.config.preflight import check_environment
 
     (tmp_path / "weights").mkdir()
     cases = [([f"model={tmp_path / 'weights'}"], r"model: folder .* has no config.json; point it at a saved model"),
@@ -106,7 +106,7 @@ def test_reading_and_validating_a_config_imports_no_torch():
     import subprocess
     import sys
 
-    code = ("import sys; from cory.loading import load_config; "
+    code = ("import sys; from cory.config.loading import load_config; "
             "load_config(None, ['method=cory', 'device=cuda:3', 'model=/somewhere/else']); "
             "print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

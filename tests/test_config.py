@@ -2,10 +2,10 @@
 
 import pytest
 
-from cory.config import RunConfig, config_to_yaml
+from cory.config.schema import RunConfig, config_to_yaml
 
-from cory.loading import load_config, resolve
-from cory.configtree import parse_override
+from cory.config.loading import load_config, resolve
+from cory.config.tree import parse_override
 from cory.errors import ConfigError
 
 
@@ -97,7 +97,7 @@ def test_cli_reports_config_errors_with_exit_code_2(capsys):
 def test_every_shipped_config_and_suite_resolves():
     from pathlib import Path
 
-    from cory.suites import load_suite
+    from cory.experiments.suites import load_suite
 
     root = Path(__file__).resolve().parents[1] / "configs"
     configs = [p for p in root.rglob("*.yaml") if p.parent.name != "suites"]
@@ -116,7 +116,7 @@ def test_cory_defaults_belong_to_the_cory_presets():
 
 
 def test_ppo_keys_an_algorithm_ignores_are_named():
-    from cory.validation import ignored_settings
+    from cory.config.validation import ignored_settings
 
     assert ignored_settings(load_config(None, ["ppo.vf_coef=0.5"])) == []
     grpo = ignored_settings(load_config(None, ["method=grpo", "ppo.vf_coef=0.5", "ppo.gamma=0.9",

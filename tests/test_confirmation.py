@@ -8,9 +8,10 @@ import pytest
 import yaml
 
 from cory.cli import main
-from cory.confirmation import confirm, where_cooperation_pays
 from cory.errors import ConfigError
-from cory.screen import Cell
+from cory.experiments.confirmation import confirm, where_cooperation_pays
+from cory.experiments.screen import Cell
+
 
 # "small": best imdb / cory (mean 0.12), pooled sd sqrt((0.0008 + 0.0002) / 2) = 0.02236 -> 5 seeds
 # "big": best imdb / cory (mean 0.4), pooled sd sqrt((0.02 + 0.02) / 2) = 0.1414 -> 5 seeds

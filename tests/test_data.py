@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from cory.config import TaskConfig
+from cory.config.schema import TaskConfig
 from cory.errors import DataError, MissingPackageError
 from cory.models.tiny import char_tokenizer
 from cory.sources import read_jsonl, read_texts

@@ -18,7 +18,7 @@ from cory.algorithms.kl import kl_per_token
 from cory.algorithms.normalize import RunningMoments, transform_scores
 from cory.algorithms.objective import compute_targets, minibatch_loss
 from cory.batches import MiniBatch, Rollout
-from cory.config import AlgorithmConfig, PPOConfig
+from cory.config.schema import AlgorithmConfig, PPOConfig
 from cory.errors import ConfigError, CoryError
 from cory.models.generation import SamplingSettings, sample
 from cory.models.policy import PolicyOutput

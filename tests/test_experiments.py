@@ -6,9 +6,10 @@ import pytest
 import yaml
 
 from cory.errors import ConfigError
-from cory.experiments import run_suite
-from cory.suites import load_suite
-from cory.suite_results import best_before_collapse
+from cory.experiments.results import best_before_collapse
+from cory.experiments.running import run_suite
+from cory.experiments.suites import load_suite
+
 
 BASE = {
     "model": "tiny-random", "steps": 2, "device": "cpu", "eval_every": 1,
@@ -34,7 +35,11 @@ def test_suite_runs_writes_table_and_plots_and_resumes(tmp_path):
     run_suite(suite, log=lambda _: None, seeds=[1])  # one process's share of the seeds
     assert not (out / "ppo" / "seed0").exists()
     assert [r["seeds"] for r in csv.DictReader((out / "results.csv").open())] == ["1", "1"]
-    results = run_suite(suite, log=lambda _: None)
+    said: list[str] = []
+    results = run_suite(suite, log=said.append)
+    starts = [m for m in said if "training ->" in m]  # seed 1 is done: the two seed-0 runs are left
+    assert starts[0].startswith("[1/4] ppo seed 0") and starts[0].endswith("(run 1 of 2 to train here)")
+    assert starts[1].startswith("[2/4] cory seed 0") and "(run 2 of 2 to train here; suite ~" in starts[1]
     table = results.read_text()
     assert "| ppo |" in table and "| cory |" in table and "bootstrap interval" in table
     rows = list(csv.DictReader((out / "results.csv").open()))
@@ -141,7 +146,7 @@ def test_runs_may_start_from_their_own_base_train_a_subset_of_seeds_and_be_selec
 
 
 def test_export_copies_what_the_analysis_needs_and_redraws_from_it(tmp_path):
-    from cory.suite_report import export_suite
+    from cory.experiments.report import export_suite
 
     run_suite(load_suite(write_suite(tmp_path, seeds=[0])), log=lambda _: None)
     results = export_suite(tmp_path / "out", tmp_path / "published")
@@ -153,15 +158,15 @@ def test_export_copies_what_the_analysis_needs_and_redraws_from_it(tmp_path):
 
 
 def _run(name, seed, points):
-    from cory.suite_results import RunResult
+    from cory.experiments.results import RunResult
 
     evals = [{"eval/kl": kl, "eval/task_reward": reward} for kl, reward in points]
     return RunResult(name, seed, None, [], evals, {"eval/kl": points[-1][0], "eval/task_reward": points[-1][1]})
 
 
 def test_pair_levels_belong_to_the_pair_alone():
-    from cory.suites import AnalysisConfig
-    from cory.suite_results import PRIMARY_MEASURE, pair_differences
+    from cory.experiments.suites import AnalysisConfig
+    from cory.experiments.results import PRIMARY_MEASURE, pair_differences
 
     a, b = _run("a", 0, [(0, 0), (2, 1), (4, 2)]), _run("b", 0, [(0, 0), (4, 1)])
     got = pair_differences(a, b, AnalysisConfig(trajectory="eval"))
@@ -175,7 +180,7 @@ def test_pair_levels_belong_to_the_pair_alone():
 
 
 def test_a_third_run_never_removes_a_seed_from_a_pair(tmp_path):
-    from cory.suite_results import PRIMARY_MEASURE, comparisons
+    from cory.experiments.results import PRIMARY_MEASURE, comparisons
 
     results = [_run(name, seed, points) for seed in range(5) for name, points in
                (("ppo", [(0, 0), (4, 1)]), ("cory", [(0, 0), (2, 1), (4, 2)]),
@@ -192,7 +197,7 @@ def test_a_third_run_never_removes_a_seed_from_a_pair(tmp_path):
 
 
 def test_a_verdict_before_every_planned_seed_is_marked_interim():
-    from cory.suite_results import PRIMARY_MEASURE, comparisons
+    from cory.experiments.results import PRIMARY_MEASURE, comparisons
 
     results = [_run(name, seed, points) for seed in range(5) for name, points in
                (("ppo", [(0, 0), (4, 1)]), ("cory", [(0, 0), (2, 1), (4, 2)]))]
@@ -206,7 +211,7 @@ def test_a_verdict_before_every_planned_seed_is_marked_interim():
 
 
 def test_every_run_row_shows_its_trajectory_end_indicators_and_times():
-    from cory.suite_results import RunResult, run_rows
+    from cory.experiments.results import RunResult, run_rows
 
     def run(name, seed, steps):
         rows = [{"step": s, "task_reward": 0.0, "time/iteration": 2.0} for s in range(steps[-1])]

@@ -11,13 +11,14 @@ from cory.agents.factory import build_agents
 from cory.agents.settings import objective_of
 from cory.algorithms.objective import compute_targets, minibatch_loss
 from cory.batches import MiniBatch, Rollout
-from cory.config import AlgorithmConfig, PPOConfig
-from cory.loading import load_config
+from cory.config.loading import load_config
+from cory.config.schema import AlgorithmConfig, PPOConfig
 from cory.models.generation import SamplingSettings, penalise_repetition, sample
 from cory.models.policy import PolicyOutput
 from cory.models.registry import load_model, stop_token_ids
 from cory.trainer import Trainer
 from cory.types import GenerateRequest
+from helpers.training import run_trainer
 from helpers.training import run_trainer
 
 
@@ -363,7 +364,7 @@ def test_authors_cory_and_ppo_differ_as_the_released_scripts_do():
 
 @pytest.mark.parametrize("name", ["ppo", "cory", "reinforce", "elastic_reset"])
 def test_cpu_configs_differ_from_the_authors_only_in_scale_keys(name):
-    from cory.configtree import to_dict
+    from cory.config.tree import to_dict
     from cory.rundir import config_differences
 
     scale = {"model", "reward", "task", "ppo", "steps", "threads", "eval_every", "eval", "output_dir",

@@ -16,9 +16,10 @@ from cory.agents.factory import build_agents
 from cory.agents.minibatch_steps import MinibatchSteps
 from cory.algorithms.loss_reduction import StepSize, kl_loss_term, step_part
 from cory.algorithms.objective import compute_targets
+from cory.config.loading import resolve
 from cory.errors import ConfigError
-from cory.loading import resolve
 from cory.types import GenerateRequest
+
 
 LOSS_TYPES = ["grpo", "bnpo", "dr_grpo", "dapo"]
 

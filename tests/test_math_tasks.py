@@ -5,15 +5,16 @@ import json
 
 import pytest
 
-from cory.config import TaskConfig
+from cory.config.schema import TaskConfig
 from cory.errors import DataError
+from cory.experiments.stats import pareto_frontier
 from cory.multi.summary import pass_at_k
-from cory.stats import pareto_frontier
-from cory.answers import answers_match, check_answers, extract_answer, gold_answer
 from cory.rewards.exact_match import ExactMatchReward
+from cory.tasks.answers import answers_match, check_answers, extract_answer, gold_answer
 from cory.tasks.arithmetic import build_arithmetic
-from cory.types import Prompt
 from cory.tasks.gsm8k import build_gsm8k
+from cory.types import Prompt
+
 
 EXTRACTION_TABLE = [
     ("#### 42", "42"),

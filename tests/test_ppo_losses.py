@@ -64,7 +64,7 @@ def test_truncated_importance_sampling_weighs_each_tokens_loss_by_the_capped_rat
     log-probs log 0.5 and log 0.2, the sampler log 0.25 and log 0.4; C = 1.5."""
     from cory.agents.settings import objective_of
     from cory.batches import MiniBatch
-    from cory.config import AlgorithmConfig, PPOConfig
+    from cory.config.schema import AlgorithmConfig, PPOConfig
     from cory.algorithms.objective import minibatch_loss
     from cory.models.policy import PolicyOutput
 

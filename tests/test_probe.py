@@ -7,15 +7,16 @@ import json
 
 import pytest
 
-from cory.answers import extract_answer
 from cory.cli import main
-from cory.config import TaskConfig
-from cory.loading import resolve
-from cory.probe import reply_shape, run_probe, shown_answers
+from cory.config.loading import resolve
+from cory.config.schema import TaskConfig
+from cory.experiments.probe import reply_shape, run_probe, shown_answers
 from cory.rewards.exact_match import ExactMatchReward
+from cory.tasks.answers import extract_answer
 from cory.tasks.arithmetic import build_arithmetic
 from cory.tasks.shown import AnswerJoin
 from cory.types import Prompt
+
 
 
 def test_a_task_with_solutions_is_shown_the_gold_one_and_another_problems():

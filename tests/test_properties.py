@@ -5,10 +5,10 @@ import string
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cory.loading import load_config
-from cory.configtree import parse_override, set_dotted
+from cory.config.loading import load_config
+from cory.config.tree import parse_override, set_dotted
 from cory.errors import ConfigError
-from cory.answers import extract_answer
+from cory.tasks.answers import extract_answer
 
 identifiers = st.text(string.ascii_lowercase + "_", min_size=1, max_size=8)
 

@@ -16,7 +16,7 @@ import yaml
 from safetensors.torch import load_file
 
 from cory.checkpoint import latest_good, step_dirs
-from cory.config import RunConfig
+from cory.config.schema import RunConfig
 from cory.errors import ConfigError
 from cory.logging import read_jsonl_rows
 

@@ -7,12 +7,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from cory.config import TaskConfig
+from cory.config.schema import TaskConfig
 from cory.errors import DataError
 from cory.rewards.classifier import ClassifierReward
 from cory.rewards.reward_model import bradley_terry_loss, train_reward_model
-from cory.types import Prompt
 from cory.tasks.hh import build_hh, load_pairs, split_dialogue
+from cory.types import Prompt
+
 
 SHARED_HH = Path(__file__).resolve().parents[2] / "shared" / "data" / "hh-rlhf" / "harmless-base-test.jsonl.gz"
 

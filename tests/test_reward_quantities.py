@@ -6,8 +6,9 @@ import math
 
 import pytest
 
-from cory.reward_quantities import QUANTITIES, agents_evaluated_alone, quantity_trajectory
-from cory.suite_results import RunResult, collect, family, run_rows, sensitivity
+from cory.experiments.results import RunResult, collect, family, run_rows, sensitivity
+from cory.experiments.reward_quantities import QUANTITIES, agents_evaluated_alone, quantity_trajectory
+
 
 
 def _pair_rows(agent0, agent1, observer=None):

@@ -246,7 +246,7 @@ def test_a_token_guards_the_server_and_the_client_sends_it(monkeypatch):
             RemoteReward([url], token="wrong")(PROMPTS, RESPONSES)
         assert RemoteReward([url], token="t0ken")(PROMPTS, RESPONSES) == VaderReward()(PROMPTS, RESPONSES)
         monkeypatch.setenv("MY_TOKEN", "t0ken")
-        from cory.loading import resolve
+        from cory.config.loading import resolve
         from cory.rewards import build_reward
 
         reward = build_reward(resolve({"reward": {"name": "remote", "url": url, "token_env": "MY_TOKEN"}}).reward,

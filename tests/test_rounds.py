@@ -7,8 +7,9 @@ import torch
 
 from cory.agents.agent import Agent
 from cory.batches import Rollout
+from cory.config.loading import resolve
+from cory.config.validation import ignored_settings
 from cory.errors import ConfigError, CoryError
-from cory.loading import resolve
 from cory.multi.collective import difference_credit, discount_turns, sum_credit, training_rewards
 from cory.multi.episode import Draw, Episode, play_episode
 from cory.multi.layout import TurnLayout
@@ -18,7 +19,7 @@ from cory.multi.transfer import copy_rate, flip_rates, overlap, transfer_metrics
 from cory.seeding import generator
 from cory.trainer import Trainer
 from cory.types import GenerateRequest, Prompt, Reply
-from cory.validation import ignored_settings
+from helpers.training import run_trainer
 from helpers.training import run_trainer
 
 

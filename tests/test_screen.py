@@ -8,8 +8,9 @@ import pytest
 import yaml
 
 from cory.cli import main
-from cory.screen import Cell, pooled_sd, power_with, seeds_for_power, select, suite_cells
-from cory.suite_results import RunResult
+from cory.experiments.results import RunResult
+from cory.experiments.screen import Cell, pooled_sd, power_with, seeds_for_power, select, suite_cells
+
 
 
 def _run(name, seed, top, final=None):
@@ -106,7 +107,7 @@ def test_the_four_screen_suites_share_one_schedule_and_the_same_arms():
 
 def test_the_screen_table_shows_raw_diagnostics_unsigned_under_a_legend():
     """Differences from PPO carry a sign; an arm's own values do not, and a legend says which is which."""
-    from cory.screen import cells_report
+    from cory.experiments.screen import cells_report
 
     cell = Cell("smollm2-135m", "arithmetic", "refine", [0.013, 0.059],
                 {"observer/transfer_gain": -0.031, "copy_rate": 0.06, "uses_right": 0.231})

@@ -9,8 +9,8 @@ import json
 import pytest
 
 from cory.agents.prompts import PromptEncoder
-from cory.config import TaskConfig
-from cory.loading import resolve
+from cory.config.loading import resolve
+from cory.config.schema import TaskConfig
 from cory.models.tiny import char_tokenizer
 from cory.tasks.arithmetic import build_arithmetic
 from cory.tasks.custom import custom_task
@@ -20,6 +20,7 @@ from cory.tasks.math import Problem, math_task
 from cory.tasks.shown import EMPTY_ANSWER, AnswerJoin
 from cory.tasks.toy import build_toy
 from cory.types import Prompt
+
 
 # A SmolLM2 reply to an arithmetic prompt, as the pipeline keeps it: decoded, cut where the
 # model started the next "Question:", so it starts with a space and ends in blank lines.

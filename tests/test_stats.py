@@ -7,9 +7,9 @@ import math
 import numpy as np
 import pytest
 
+from cory.experiments.stats import (Interval, bootstrap_mean, common_levels, holm, kl_at_reward, reward_at_kl,
+                                    sign_flip_p, smallest_one_sided_p, t_interval)
 from cory.multi.summary import distinct_n
-from cory.stats import (Interval, bootstrap_mean, common_levels, holm, kl_at_reward, reward_at_kl, sign_flip_p,
-                        smallest_one_sided_p, t_interval)
 
 
 def test_bootstrap_interval_matches_a_hand_resampling():

@@ -1,9 +1,10 @@
 """The transfer diagnostics over training of a suite: means over seeds at each evaluation and
 over the training iterations between evaluations, and their plot."""
 
-from cory.plots import draw_diagnostics
-from cory.suite_diagnostics import diagnostics_over_training
-from cory.suite_results import RunResult
+from cory.experiments.diagnostics import diagnostics_over_training
+from cory.experiments.plots import draw_diagnostics
+from cory.experiments.results import RunResult
+
 
 DESCRIPTION = {"name": "demo", "runs": [{"name": "ppo"}, {"name": "cory"}]}
 

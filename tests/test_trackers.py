@@ -213,7 +213,7 @@ def test_a_killed_run_resumes_without_holes_in_any_tracker(tmp_path):
 
 
 def test_report_to_takes_one_name_or_all_as_trl_does():
-    from cory.loading import load_config
+    from cory.config.loading import load_config
     from cory.trackers import installed_trackers
 
     assert load_config(None, ["log.report_to=wandb"]).log.trackers() == ["wandb"]

@@ -1,6 +1,8 @@
 """The trainer end to end on tiny models: logs, checkpoints, learning, CLI."""
 
 
+import re
+
 import pytest
 
 from cory.cli import main
@@ -58,10 +60,15 @@ def test_cli_train_end_to_end(tmp_path, capsys):
         "model: tiny-random\nsteps: 2\ndevice: cpu\neval_every: 0\n"
         "task: {name: toy, n_test: 4, n_train: 16}\ngeneration: {max_new_tokens: 4}\n"
         "ppo: {batch_size: 4, mini_batch_size: 4, ppo_epochs: 1}\neval: {n_prompts: 4}\n"
-        "log: {tensorboard: true, progress: false}\n")
+        "log: {tensorboard: true, progress: true}\n")
     out = tmp_path / "out"
     assert main(["train", str(config), f"output_dir={out}"]) == 0
-    assert "results:" in capsys.readouterr().out
+    said = capsys.readouterr()
+    assert "results:" in said.out
+    # not a terminal: one plain line per iteration, with how far the run is and how fast it goes
+    lines = [line for line in said.err.splitlines() if line.startswith("step ")]
+    assert re.fullmatch(r"step 0: reward [-+][\d.]+  kl [-\d.]+  \[1/2 done, [\d.]+ s/it, \d+ s left\]", lines[0])
+    assert re.fullmatch(r"step 1: .*\[2/2 done, [\d.]+ s/it, 0 s left\]", lines[1])
     assert len(read_jsonl_rows(out / "metrics.jsonl")) == 3
     assert any((out / "tensorboard").iterdir())
     assert (out / "final" / "agent0" / "model.safetensors").exists()
@@ -80,3 +87,14 @@ def test_progress_shows_training_rows_and_the_final_evaluation_row_without_nan()
     # a faulted iteration is a step whose update was skipped, never "the final evaluation"
     status, label, done = progress_status(3, {"step": 3, "fault": 1.0, "fault_reason": "non-finite reward"})
     assert (status, label, done) == ("fault: non-finite reward (update skipped)", "step 3", 4)
+
+
+def test_the_pace_counts_from_where_this_process_started():
+    from cory.logging import Pace, duration
+
+    now = [100.0]
+    pace = Pace(total=20, start=5, clock=lambda: now[0])  # resumed at iteration 5
+    assert pace.describe(5) == "5/20 done"
+    now[0] += 30.0  # two iterations in 30 s
+    assert pace.describe(7) == "7/20 done, 15.0 s/it, 3.2 min left"
+    assert [duration(s) for s in (42, 450, 9000)] == ["42 s", "7.5 min", "2.5 h"]

@@ -12,7 +12,7 @@ from typing import Any
 __version__ = "0.1.0"
 __all__ = ["RunConfig", "TrainResult", "Trainer", "load_config", "train"]
 
-_LAZY = {"load_config": "cory.loading", "RunConfig": "cory.config", "train": "cory.api",
+_LAZY = {"load_config": "cory.config.loading", "RunConfig": "cory.config.schema", "train": "cory.api",
          "TrainResult": "cory.api", "Trainer": "cory.trainer"}
 
 

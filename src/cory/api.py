@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
-from cory.config import RunConfig
-from cory.configtree import parse_override, set_dotted, to_dict
+from cory.config.loading import load_config, resolve
+from cory.config.schema import RunConfig
+from cory.config.tree import parse_override, set_dotted, to_dict
 from cory.errors import ConfigError
-from cory.loading import load_config, resolve
 from cory.logging import quiet_library_bars
 from cory.rewards.simple import CallableReward
 from cory.run_inputs import import_path, record_inputs
@@ -29,6 +29,7 @@ from cory.rundir import holds_results
 from cory.tasks.custom import custom_task
 from cory.trainer import Trainer
 from cory.types import Prompt
+
 
 PROMPT_COLUMNS = ("prompt", "query", "text", "question")
 ANSWER_COLUMNS = ("answer", "label", "labels", "solution")

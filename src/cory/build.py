@@ -16,19 +16,20 @@ import torch
 from cory.agents.factory import build_agents, resolve_device
 from cory.agents.group import AgentGroup, LocalAgents
 from cory.agents.ray_group import RayAgents
-from cory.config import RunConfig
+from cory.config.preflight import check_environment
+from cory.config.schema import RunConfig
+from cory.config.validation import ignored_settings
 from cory.distributed.ray_backend import RayReward
 from cory.errors import ConfigWarning
 from cory.models.registry import load_tokenizer
 from cory.multi.roles import RoleSchedule
 from cory.multi.topology import Topology, topology_of
-from cory.preflight import check_environment
 from cory.rewards import reward_of
 from cory.rewards.base import RewardFunction
 from cory.seeding import seed_everything, use_deterministic_algorithms
 from cory.tasks import build_task
 from cory.tasks.base import Task
-from cory.validation import ignored_settings
+
 
 
 @dataclass

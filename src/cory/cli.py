@@ -10,13 +10,15 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from cory.config.loading import load_config
 from cory.errors import ConfigError, CoryError
-from cory.loading import load_config
+from cory.experiments.confirmation import confirmation_report
+from cory.experiments.report import export_suite, write_results
+from cory.experiments.screen import screen_report
+from cory.experiments.suites import load_suite
 from cory.logging import quiet_library_bars
 from cory.models.packaged import converted_folder
 from cory.sources import vader_snippets_file
-from cory.suite_report import export_suite, write_results
-from cory.suites import load_suite
 
 # The imports inside the commands below load torch (seconds): each command pays only for what
 # it runs, and ``cory --help`` or a config error answers at once.
@@ -71,7 +73,7 @@ def _eval(args: argparse.Namespace) -> None:
 
 
 def _experiment(args: argparse.Namespace) -> None:
-    from cory.experiments import run_suite  # torch
+    from cory.experiments.running import run_suite  # torch
 
     suite = load_suite(args.suite, args.overrides)
     print(f"suite '{suite.config.name}': {len(suite.runs)} runs -> {suite.output_dir}")
@@ -86,9 +88,6 @@ def _plot(args: argparse.Namespace) -> None:
 
 
 def _screen(args: argparse.Namespace) -> None:
-    from cory.confirmation import confirmation_report
-    from cory.screen import screen_report
-
     missing = [folder for folder in [*args.folders, *args.confirm] if not (Path(folder) / "suite.json").exists()]
     if missing:
         raise ConfigError(f"cory screen: {', '.join(missing)} holds no suite.json; pass suite output folders "
@@ -101,7 +100,7 @@ def _screen(args: argparse.Namespace) -> None:
 
 
 def _probe(args: argparse.Namespace) -> None:
-    from cory.probe import probe, probe_table, write_probe  # torch
+    from cory.experiments.probe import probe, probe_table, write_probe  # torch
 
     config = load_config(args.config, args.overrides)
     rows = probe(config, args.joins)

@@ -10,7 +10,7 @@ from typing import Any
 
 from cory.agents.group import AgentGroup
 from cory.agents.sampling import stratified_budgets
-from cory.config import RunConfig
+from cory.config.schema import RunConfig
 from cory.multi.episode import Ask, Draw, play_episode
 from cory.multi.layout import TurnLayout
 from cory.multi.summary import EVALUATION, sample_rows, summarise

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from cory.trackers import TrackerSet
 
@@ -53,6 +54,33 @@ def write_jsonl_atomic(path: Path, rows: list[dict[str, Any]]) -> None:
 
 
 
+def duration(seconds: float) -> str:
+    """``seconds`` as a reader wants it: ``42 s``, ``7.5 min``, ``2.3 h``."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+class Pace:
+    """Seconds per iteration and the time left, counted from the iteration a process started
+    at (a resumed run measures only what it ran itself)."""
+
+    def __init__(self, total: int, start: int, clock: Any = time.monotonic) -> None:
+        self.total, self.start, self.clock = total, start, clock
+        self.started = clock()
+
+    def describe(self, completed: int) -> str:
+        """``step k/N`` with, once an iteration finished here, ``s/it`` and the time left."""
+        done = completed - self.start
+        if done <= 0:
+            return f"{completed}/{self.total} done"
+        per_iteration = (self.clock() - self.started) / done
+        left = per_iteration * max(self.total - completed, 0)
+        return f"{completed}/{self.total} done, {per_iteration:.1f} s/it, {duration(left)} left"
+
+
 def progress_status(step: int, row: dict[str, Any]) -> tuple[str, str, int]:
     """(status text, line label, iterations completed) for a metrics row. A multi-agent run's
     evaluation shows the system's answer, the agents alone and the mean over every turn
@@ -84,13 +112,14 @@ class RunLogger:
                        for name in (METRICS_FILE, SAMPLES_FILE, EVENTS_FILE)}
         self.trackers: TrackerSet | None = None
         self.console = Console(stderr=True)
+        self.pace = Pace(total_steps, start_step)
         self._progress = None
         if progress and self.console.is_terminal:
             self._progress = Progress(
-                TextColumn("[bold]train"), BarColumn(), MofNCompleteColumn(),
-                TextColumn("{task.fields[status]}"), TimeRemainingColumn(), console=self.console)
+                TextColumn("[bold]train"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[pace]}"),
+                TextColumn("{task.fields[status]}"), console=self.console)
             self._task = self._progress.add_task("train", total=total_steps, completed=start_step,
-                                                 status="")
+                                                 status="", pace="")
             self._progress.start()
         self._plain = progress and self._progress is None
 
@@ -104,10 +133,12 @@ class RunLogger:
         if self.trackers is not None:
             self.trackers.metrics(step, row)
         status, label, completed = progress_status(step, row)
+        pace = self.pace.describe(completed)
         if self._progress is not None:
-            self._progress.update(self._task, completed=completed, status=status)
+            self._progress.update(self._task, completed=completed, status=status,
+                                  pace=pace.split(", ", 1)[1] if ", " in pace else "")  # the bar shows k/N
         elif self._plain:
-            self.console.print(f"{label}: {status}", highlight=False)
+            self.console.print(f"{label}: {status}  [{pace}]", highlight=False)
 
     def samples(self, rows: list[dict[str, Any]]) -> None:
         for row in rows:

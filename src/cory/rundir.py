@@ -11,8 +11,8 @@ from typing import Any
 
 from cory.agents.group import AgentGroup, export_agents
 from cory.checkpoint import Checkpoint, checkpoints_dir, latest_good, load_checkpoint, step_dirs, writing_into
-from cory.config import RunConfig, config_to_yaml
-from cory.configtree import to_dict
+from cory.config.schema import RunConfig, config_to_yaml
+from cory.config.tree import to_dict
 from cory.errors import ConfigError
 from cory.logging import EVENTS_FILE, METRICS_FILE, SAMPLES_FILE, write_jsonl_atomic
 from cory.provenance import ENVIRONMENT_FILE

@@ -10,14 +10,15 @@ from pathlib import Path
 from cory.agents.group import read_agent_states
 from cory.build import build_run
 from cory.checkpoint import MANIFEST, latest_good, load_checkpoint
-from cory.config import RunConfig
-from cory.configtree import deep_merge, parse_override, set_dotted, to_dict
+from cory.config.loading import load_config, read_yaml, resolve
+from cory.config.schema import RunConfig
+from cory.config.tree import deep_merge, parse_override, set_dotted, to_dict
 from cory.errors import ConfigError
 from cory.evaluation import EvalResult, evaluate
-from cory.loading import load_config, read_yaml, resolve
 from cory.multi.layout import TurnLayout
 from cory.run_inputs import check_recorded_reward, read_inputs, recorded_prompts
 from cory.tasks.custom import custom_task
+
 
 EVAL_FILE = "eval.json"
 

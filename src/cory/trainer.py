@@ -21,8 +21,8 @@ from cory.agents.group import on_every_agent, read_agent_states
 from cory.algorithms.registry import algorithm_named
 from cory.build import build_run, prepare_process
 from cory.checkpoint import Checkpoint, latest_good, load_checkpoint, save_checkpoint, save_tensors, step_dir
-from cory.config import RunConfig
-from cory.configtree import to_dict
+from cory.config.schema import RunConfig
+from cory.config.tree import to_dict
 from cory.errors import AgentLost, CoryError, NumericFault
 from cory.evaluation import evaluate
 from cory.logging import METRICS_FILE, RunLogger, read_jsonl_rows

@@ -16,7 +16,7 @@ import torch
 
 from cory.agents.agent import Agent
 from cory.agents.settings import AgentSettings
-from cory.config import RunConfig
+from cory.config.schema import RunConfig
 from cory.engines.vllm_engine import VLLMEngine
 from cory.errors import ConfigError
 from cory.models.reference import Reference, adapter_free_reference, frozen_reference

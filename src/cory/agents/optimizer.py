@@ -7,7 +7,7 @@ from typing import Callable
 
 import torch
 
-from cory.config import PPOConfig
+from cory.config.schema import PPOConfig
 
 
 def lr_lambda(kind: str, warmup: int, total: int) -> Callable[[int], float]:

@@ -18,12 +18,13 @@ import torch.distributed as dist
 
 from cory.agents.agent import Agent
 from cory.agents.factory import build_agents
-from cory.config import RunConfig
-from cory.configtree import to_dict
+from cory.config.loading import resolve
+from cory.config.schema import RunConfig
+from cory.config.tree import to_dict
 from cory.distributed.ray_backend import ensure_ray, free_rendezvous, ray_module
 from cory.errors import AgentLost
-from cory.loading import resolve
 from cory.provenance import describe_device
+
 
 Ts = TypeVarTuple("Ts")
 R = TypeVar("R")

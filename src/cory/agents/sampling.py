@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from cory.config import GenerationConfig
+from cory.config.schema import GenerationConfig
 from cory.models.generation import SamplingSettings
 from cory.seeding import generator
 

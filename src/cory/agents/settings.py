@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from cory.algorithms.objective import Objective
 from cory.algorithms.registry import algorithm_named
-from cory.config import AlgorithmConfig, ElasticResetConfig, GenerationConfig, PPOConfig, RunConfig
+from cory.config.schema import AlgorithmConfig, ElasticResetConfig, GenerationConfig, PPOConfig, RunConfig
 
 
 @dataclass(frozen=True)

@@ -8,12 +8,13 @@ import socket
 from types import ModuleType
 from typing import Any
 
-from cory.config import RunConfig
-from cory.configtree import to_dict
+from cory.config.loading import resolve
+from cory.config.schema import RunConfig
+from cory.config.tree import to_dict
 from cory.errors import MissingPackageError
-from cory.loading import resolve
 from cory.rewards import reward_of
 from cory.types import Prompt
+
 
 
 def ray_module() -> ModuleType:

@@ -34,7 +34,7 @@ from typing import Any
 import torch
 
 from cory.batches import SampledBatch
-from cory.config import VLLMConfig
+from cory.config.schema import VLLMConfig
 from cory.engines.weights import SharedWeights, layout
 from cory.errors import CoryError
 from cory.models.generation import SamplingSettings

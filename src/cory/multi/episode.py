@@ -23,7 +23,7 @@ import torch
 
 from cory.agents.agent import Agent
 from cory.agents.group import AgentGroup
-from cory.config import CollectiveConfig
+from cory.config.schema import CollectiveConfig
 from cory.multi.collective import needs_counterfactuals, training_rewards
 from cory.multi.layout import TurnLayout
 from cory.rewards.base import RewardFunction, score_safely

@@ -8,8 +8,9 @@ from collections import Counter
 
 import torch
 
-from cory.answers import extract_answer
 from cory.multi.episode import Episode
+from cory.tasks.answers import extract_answer
+
 
 
 def system_choice(episode: Episode, answer: str) -> torch.Tensor:

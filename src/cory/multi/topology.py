@@ -13,7 +13,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from cory.config import RunConfig
+from cory.config.schema import RunConfig
 from cory.errors import ConfigError
 from cory.seeding import derive_seed
 

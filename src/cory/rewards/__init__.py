@@ -6,7 +6,7 @@ from typing import Callable
 
 import torch
 
-from cory.config import RewardConfig, RunConfig
+from cory.config.schema import RewardConfig, RunConfig
 from cory.errors import ConfigError
 from cory.rewards.base import RewardError, RewardFunction, score_safely
 from cory.rewards.classifier import ClassifierReward

@@ -1,8 +1,8 @@
-"""Exact-answer reward for math word problems (the answer extraction is ``cory.answers``)."""
+"""Exact-answer reward for math word problems (the answer extraction is ``cory.tasks.answers``)."""
 
 from __future__ import annotations
 
-from cory.answers import answers_match, extract_answer
+from cory.tasks.answers import answers_match, extract_answer
 from cory.types import Prompt
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from transformers import PreTrainedTokenizerBase
 
-from cory.config import TaskConfig
+from cory.config.schema import TaskConfig
 from cory.tasks.arithmetic import build_arithmetic
 from cory.tasks.base import Task
 from cory.tasks.gsm8k import build_gsm8k

@@ -11,7 +11,7 @@ import random
 
 from transformers import PreTrainedTokenizerBase
 
-from cory.config import TaskConfig
+from cory.config.schema import TaskConfig
 from cory.tasks.base import Task
 from cory.tasks.math import Problem, math_task
 

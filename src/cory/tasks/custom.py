@@ -3,7 +3,7 @@ and revise templates."""
 
 from __future__ import annotations
 
-from cory.config import RunConfig
+from cory.config.schema import RunConfig
 from cory.tasks.base import GENERIC_REVISE_TEMPLATE, Task, split_train_test
 from cory.tasks.shown import answer_join_for
 from cory.types import Prompt

@@ -12,12 +12,13 @@ from pathlib import Path
 
 from transformers import PreTrainedTokenizerBase
 
-from cory.config import TaskConfig
+from cory.config.schema import TaskConfig
 from cory.errors import DataError
-from cory.answers import gold_answer
 from cory.sources import gsm8k_folder, is_local_file, load_hub_dataset, read_jsonl
+from cory.tasks.answers import gold_answer
 from cory.tasks.base import Task
 from cory.tasks.math import Problem, math_task
+
 
 
 def problems_from_records(records: list[dict], where: str) -> list[Problem]:

@@ -8,7 +8,7 @@ A prompt is a dialogue up to (and including) its last ``\\n\\nAssistant:``. Sour
 
 from __future__ import annotations
 
-from cory.config import TaskConfig
+from cory.config.schema import TaskConfig
 from cory.errors import DataError
 from cory.sources import is_local_file, load_hub_dataset, read_jsonl
 from cory.tasks.base import DEFAULT_REWARDS, Task, split_train_test

@@ -13,7 +13,7 @@ import random
 
 from transformers import PreTrainedTokenizerBase
 
-from cory.config import TaskConfig
+from cory.config.schema import TaskConfig
 from cory.errors import ConfigError
 from cory.sources import is_local_file, load_hub_dataset, read_rated_snippets, read_texts
 from cory.tasks.base import DEFAULT_REWARDS, Task, split_train_test

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 from transformers import PreTrainedTokenizerBase
 
-from cory.config import TaskConfig
-from cory.answers import check_answers
+from cory.config.schema import TaskConfig
+from cory.tasks.answers import check_answers
 from cory.tasks.base import DEFAULT_REWARDS, Task
 from cory.tasks.shown import answer_join_for
 from cory.types import Prompt

@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from cory.config import TaskConfig
+from cory.config.schema import TaskConfig
 
 EMPTY_ANSWER = "(no answer)"
 JOINS = ("clean", "verbatim")

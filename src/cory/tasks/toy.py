@@ -9,7 +9,7 @@ from __future__ import annotations
 import random
 import string
 
-from cory.config import TaskConfig
+from cory.config.schema import TaskConfig
 from cory.tasks.base import DEFAULT_REWARDS, Task
 from cory.tasks.shown import answer_join_for
 from cory.types import Prompt

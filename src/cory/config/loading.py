@@ -1,6 +1,6 @@
 """Loading a run's config: defaults < the ``method`` preset < the YAML file (and the files
-its ``base:`` names) < ``key=value`` overrides, built into the schema of ``cory.config`` and
-checked by ``cory.validation``."""
+its ``base:`` names) < ``key=value`` overrides, built into the schema of ``cory.config.schema`` and
+checked by ``cory.config.validation``."""
 
 from __future__ import annotations
 
@@ -10,11 +10,12 @@ from typing import Any
 
 import yaml
 
-from cory.config import RunConfig
-from cory.configtree import build, coerce, deep_merge, parse_override, set_dotted
+from cory.config.methods import METHOD_PRESETS, METHODS
+from cory.config.schema import RunConfig
+from cory.config.tree import build, coerce, deep_merge, parse_override, set_dotted
+from cory.config.validation import validate
 from cory.errors import ConfigError
-from cory.methods import METHOD_PRESETS, METHODS
-from cory.validation import validate
+
 
 
 def read_config_file(path: str | Path, _seen: tuple[Path, ...] = ()) -> dict[str, Any]:

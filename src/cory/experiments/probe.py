@@ -35,14 +35,15 @@ import torch
 
 from cory.agents.agent import Agent
 from cory.build import build_run
-from cory.config import RunConfig
+from cory.config.schema import RunConfig
 from cory.evaluation import evaluation_budgets
+from cory.experiments.stats import t_interval
 from cory.multi.episode import Draw
 from cory.rewards.base import RewardFunction, score_safely
-from cory.stats import t_interval
 from cory.tasks.base import Task
 from cory.tasks.shown import AnswerJoin
 from cory.types import Prompt
+
 
 # Candidate answers per query from which ``high`` and ``low`` are drawn (tasks without solutions).
 CANDIDATES = 4

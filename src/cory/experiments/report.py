@@ -1,5 +1,5 @@
 """A suite's results written out: ``results.md`` (tables of every reading in
-``cory.suite_results``), the CSV files, the plots, and an export small enough to commit.
+``cory.experiments.results``), the CSV files, the plots, and an export small enough to commit.
 """
 
 from __future__ import annotations
@@ -11,12 +11,13 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from cory.experiments.diagnostics import diagnostics_over_training
+from cory.experiments.results import (PRIMARY_MEASURE, TRAJECTORY_POINTS, RunResult, collect, comparisons, family,
+                                      results_table, run_rows, sensitivity)
+from cory.experiments.stats import Interval
+from cory.experiments.suites import SUITE_FILE, AnalysisConfig
 from cory.provenance import ENVIRONMENT_FILE
-from cory.stats import Interval
-from cory.suite_diagnostics import diagnostics_over_training
-from cory.suite_results import (PRIMARY_MEASURE, TRAJECTORY_POINTS, RunResult, collect, comparisons, family,
-                                results_table, run_rows, sensitivity)
-from cory.suites import SUITE_FILE, AnalysisConfig
+
 
 
 def _cell(value: Any) -> str:
@@ -53,7 +54,7 @@ def _csv(rows: list[dict[str, Any]], columns: list[str]) -> str:
 def write_results(output_dir: Path) -> Path:
     """``results.md`` and ``results.csv`` (and ``comparisons.csv`` when the suite compares
     runs) plus the plots, from the finished runs' logs."""
-    from cory.plots import draw_suite  # heavy: matplotlib and torch, only when figures are drawn
+    from cory.experiments.plots import draw_suite  # matplotlib (a second), only when figures are drawn
 
     output_dir = Path(output_dir)
     description, results = collect(output_dir)

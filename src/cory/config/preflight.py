@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cory.config import RunConfig
+from cory.config.schema import RunConfig
 from cory.errors import ConfigError
 from cory.models.specs import check_spec
 from cory.trackers import check_installed

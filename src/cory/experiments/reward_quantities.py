@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from cory.stats import Trajectory
+from cory.experiments.stats import Trajectory
 
 QUANTITIES = ("mean of agents", "agent 0", "agent 1", "observer", "better agent", "best of two")
 _AGENT_KEY = re.compile(r"^eval/agent(\d+)/solo/task_reward$")

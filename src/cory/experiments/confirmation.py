@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cory.errors import ConfigError
-from cory.screen import (ALPHA, Cell, Selection, detectable_effect, markdown_table, power_with, screen_cells,
-                         select)
-from cory.stats import Interval, holm, sign_flip_p, t_interval
+from cory.experiments.screen import (ALPHA, Cell, Selection, detectable_effect, markdown_table, power_with,
+                                     screen_cells, select)
+from cory.experiments.stats import Interval, holm, sign_flip_p, t_interval
 
 
 @dataclass

@@ -13,8 +13,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from cory.stats import pareto_frontier  # noqa: E402
-from cory.suite_diagnostics import DIAGNOSTICS  # noqa: E402
+from cory.experiments.diagnostics import DIAGNOSTICS  # noqa: E402
+from cory.experiments.stats import pareto_frontier  # noqa: E402
+
 
 
 def _smooth(values: np.ndarray, window: int) -> np.ndarray:

@@ -1,5 +1,5 @@
-"""Running an experiment suite (``cory.suites`` reads the file): every run x seed into one
-folder, then ``cory.suite_results`` turns the folder into tables and plots.
+"""Running an experiment suite (``experiments.suites`` reads the file): every run x seed into
+one folder, then ``experiments.results`` turns the folder into tables and plots.
 
 Finished runs (``final/summary.json`` present) are not run again; an interrupted run
 continues from its last checkpoint when the suite sets ``save_every``.
@@ -11,16 +11,19 @@ import gc
 import json
 import os
 import shutil
+import time
 from pathlib import Path
 from typing import Any, Callable
 
-from cory.configtree import deep_merge, to_dict
+from cory.config.loading import resolve
+from cory.config.preflight import check_environment
+from cory.config.tree import deep_merge, to_dict
 from cory.errors import ConfigError
-from cory.loading import resolve
-from cory.preflight import check_environment
-from cory.suite_report import write_results
-from cory.suites import SUITE_FILE, PlannedRun, Suite
+from cory.experiments.report import write_results
+from cory.experiments.suites import SUITE_FILE, PlannedRun, Suite
+from cory.logging import duration
 from cory.trainer import Trainer
+
 
 
 def is_finished(run: PlannedRun) -> bool:
@@ -46,15 +49,17 @@ def run_suite(suite: Suite, log: Callable[[str], None] = print, seeds: list[int]
     scratch = description.with_name(f".{SUITE_FILE}.{os.getpid()}")
     scratch.write_text(json.dumps(_describe(suite), indent=1))
     scratch.replace(description)
-    for number, run in enumerate(suite.runs, start=1):
-        label = f"[{number}/{len(suite.runs)}] {run.name} seed {run.seed}"
-        if (seeds is not None and run.seed not in seeds) or (names is not None and run.name not in names):
-            continue
-        if is_finished(run):
+    selected = [run for run in suite.runs
+                if (seeds is None or run.seed in seeds) and (names is None or run.name in names)]
+    todo = [run for run in selected if not is_finished(run)]
+    started, trained = time.monotonic(), 0
+    for run in selected:
+        label = f"[{suite.runs.index(run) + 1}/{len(suite.runs)}] {run.name} seed {run.seed}"
+        if run not in todo:
             log(f"{label}: finished earlier, skipped")
             _drop_checkpoints(suite, run, log)
             continue
-        log(f"{label}: training -> {run.folder}")
+        log(f"{label}: training -> {run.folder} ({_suite_pace(trained, len(todo), time.monotonic() - started)})")
         config = run.config
         if run.folder.exists():
             config = resolve(deep_merge(to_dict(config), {"resume": "auto"}))
@@ -65,8 +70,18 @@ def run_suite(suite: Suite, log: Callable[[str], None] = print, seeds: list[int]
             trainer.close()
             del trainer
             gc.collect()
+        trained += 1
         _drop_checkpoints(suite, run, log)
     return write_results(suite.output_dir)
+
+
+def _suite_pace(trained: int, todo: int, seconds: float) -> str:
+    """Which run of this invocation's ``todo`` is starting and, once one finished, the time left
+    at the mean duration of the runs trained so far."""
+    where = f"run {trained + 1} of {todo} to train here"
+    if trained == 0:
+        return where
+    return f"{where}; suite ~{duration(seconds / trained * (todo - trained))} left at {duration(seconds / trained)} per run"
 
 
 def _drop_checkpoints(suite: Suite, run: PlannedRun, log: Callable[[str], None]) -> None:

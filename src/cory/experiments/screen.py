@@ -23,9 +23,9 @@ import yaml
 from scipy import stats as scipy_stats
 
 from cory.errors import ConfigError
-from cory.suite_diagnostics import DIAGNOSTICS
-from cory.suite_results import RunResult, collect, compared_pairs, matched_kl_difference
-from cory.suites import AnalysisConfig
+from cory.experiments.diagnostics import DIAGNOSTICS
+from cory.experiments.results import RunResult, collect, compared_pairs, matched_kl_difference
+from cory.experiments.suites import AnalysisConfig
 
 MIN_SEEDS, MAX_SEEDS = 5, 10
 ALPHA, POWER = 0.05, 0.80

@@ -3,7 +3,7 @@
 A suite file names a base config, the seeds, overrides for every run, and named runs
 (each a method plus overrides); a ``sweep`` adds one run per value of one key. Every run
 config is resolved here, before the first run starts, so a bad method or key fails at once.
-``cory.experiments`` runs a suite; ``cory.suite_results`` turns its folder into tables.
+``cory.experiments.running`` runs a suite; ``cory.experiments.results`` turns its folder into tables.
 """
 
 from __future__ import annotations
@@ -13,10 +13,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cory.config import RunConfig
-from cory.configtree import build, deep_merge, option, parse_override, set_dotted
+from cory.config.loading import read_config_file, read_yaml, resolve
+from cory.config.schema import RunConfig
+from cory.config.tree import build, deep_merge, option, parse_override, set_dotted
 from cory.errors import ConfigError
-from cory.loading import read_config_file, read_yaml, resolve
+
 
 SUITE_FILE = "suite.json"
 

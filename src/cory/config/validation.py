@@ -1,5 +1,5 @@
 """Checks of a config that span several keys, on the config alone: no torch, no filesystem
-(``cory.preflight`` checks the machine when a run starts). Every message names the key and
+(``cory.config.preflight`` checks the machine when a run starts). Every message names the key and
 the fix."""
 
 from __future__ import annotations
@@ -8,11 +8,12 @@ import re
 import string
 
 from cory.algorithms.registry import algorithm_named
-from cory.config import PPOConfig, RunConfig
+from cory.config.methods import METHOD_PRESETS
+from cory.config.schema import PPOConfig, RunConfig
 from cory.errors import ConfigError
-from cory.methods import METHOD_PRESETS
 from cory.models.specs import check_spec_syntax
 from cory.trackers import TRACKERS
+
 
 TEMPLATE_FIELDS = {"query", "answers"}
 EXACT_ANSWER_TASKS = ("gsm8k", "arithmetic")

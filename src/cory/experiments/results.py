@@ -1,6 +1,6 @@
 """A suite folder -> its readings: per-run trajectories, means over seeds with bootstrap
 intervals, paired-by-seed comparisons with verdicts, the comparisons as one Holm family, the
-primary measure per reward quantity, and one row per run. ``cory.suite_report`` writes them out.
+primary measure per reward quantity, and one row per run. ``cory.experiments.report`` writes them out.
 
 Reads only the finished runs' logs (``metrics.jsonl``, ``final/summary.json``,
 ``environment.jsonl``) and the suite's ``suite.json``, so an exported copy redraws everything
@@ -17,12 +17,13 @@ from typing import Any
 
 import numpy as np
 
+from cory.experiments.reward_quantities import (QUANTITIES, agents_evaluated_alone, prefix_trajectory,
+                                                quantity_trajectory)
+from cory.experiments.stats import (Trajectory, bootstrap_mean, common_levels, holm, kl_at_reward, reward_at_kl,
+                                    sign_flip_p, smallest_one_sided_p, t_interval)
+from cory.experiments.suites import SUITE_FILE, AnalysisConfig
 from cory.logging import read_jsonl_rows
 from cory.provenance import ENVIRONMENT_FILE
-from cory.reward_quantities import QUANTITIES, agents_evaluated_alone, prefix_trajectory, quantity_trajectory
-from cory.suites import SUITE_FILE, AnalysisConfig
-from cory.stats import (Trajectory, bootstrap_mean, common_levels, holm, kl_at_reward, reward_at_kl,
-                        sign_flip_p, smallest_one_sided_p, t_interval)
 
 EXTRA_COLUMNS = ("eval/pioneer/task_reward", "eval/observer/task_reward", "eval/system/task_reward")
 # Collapse indicators shown per run, read at the last evaluation of the analysed prefix.
@@ -257,7 +258,7 @@ def family(description: dict[str, Any], results: list[RunResult]) -> list[dict[s
 
 def sensitivity(description: dict[str, Any], results: list[RunResult]) -> list[dict[str, Any]]:
     """The primary measure of every comparison with a multi-agent run, recomputed for each
-    reward quantity of ``cory.reward_quantities`` (the same quantity for both runs of a pair;
+    reward quantity of ``cory.experiments.reward_quantities`` (the same quantity for both runs of a pair;
     a one-agent run keeps its analysed trajectory), with the verdict its sign-flip test gives."""
     analysis = AnalysisConfig(**description.get("analysis", {}))
     rows = []

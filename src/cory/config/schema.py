@@ -1,5 +1,5 @@
-"""The typed config tree of a run (the schema); ``cory.loading`` builds one from YAML and
-dotted CLI overrides, and ``cory.validation`` checks what spans several keys.
+"""The typed config tree of a run (the schema); ``cory.config.loading`` builds one from YAML and
+dotted CLI overrides, and ``cory.config.validation`` checks what spans several keys.
 
 Names follow TRL's ``PPOConfig`` where the concept is the same, so a TRL config ports by
 reading it.
@@ -13,10 +13,11 @@ from typing import Literal
 import yaml
 
 from cory.algorithms.registry import AlgorithmName
-from cory.configtree import option, to_dict
+from cory.config.methods import METHODS
+from cory.config.tree import option, to_dict
 from cory.redaction import redacted
-from cory.methods import METHODS
 from cory.trackers import installed_trackers
+
 
 @dataclass
 class VLLMConfig:

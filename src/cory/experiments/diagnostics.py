@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from cory.suite_results import RunResult
+from cory.experiments.results import RunResult
 
 # The topology-independent headline keys of cory.multi.transfer (round 1: the first revision).
 DIAGNOSTICS = ("transfer_gain", "copy_rate", "uses_right", "fixes_wrong",
