@@ -24,6 +24,12 @@ def test_defaults_and_presets():
     assert cory.collective.lambda_ == 1.0 and cory.roles.swap_every == 5
     moe = resolve({"method": "moe"})
     assert moe.topology.answer == "value" and moe.collective.lambda_ == 0.0
+    # TRL GRPOTrainer's defaults: dapo, no KL anywhere, group-scaled rewards, 8 samples, one pass
+    trl = resolve({"method": "grpo_trl"})
+    assert (trl.algorithm.loss_type, trl.algorithm.beta, trl.algorithm.scale_rewards, trl.algorithm.group_size) \
+        == ("dapo", 0.0, "group", 8)
+    assert (trl.ppo.init_kl_coef, trl.ppo.ppo_epochs, trl.ppo.cliprange, trl.ppo.learning_rate) == (0.0, 1, 0.2, 1e-6)
+    assert trl.generation.temperature == 1.0 and resolve({"method": "grpo"}).algorithm.loss_type is None
 
 
 def test_yaml_then_overrides_win(tmp_path):

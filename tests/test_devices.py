@@ -84,7 +84,7 @@ def test_a_cpu_generator_for_device_tensors_is_refused_with_a_clear_error():
 
 
 def test_agents_hand_sampling_a_generator_on_their_own_device(make_config, monkeypatch):
-    import cory.agents.agent as agent_module
+    import cory.agents.answering as agent_module
 
     seen = []
     original = agent_module.sample

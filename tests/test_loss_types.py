@@ -123,6 +123,21 @@ def test_clip_higher_raises_only_the_upper_clip():
     assert higher.per_token.tolist()[0] == pytest.approx([-1.28, 0.8])
 
 
+def test_two_sided_clipping_caps_the_ratio_of_negative_advantages_at_delta():
+    from cory.algorithms.ppo import clipped_policy_loss
+
+    old, mask = torch.zeros(1, 2), torch.ones(1, 2)
+    new = torch.log(torch.tensor([[3.0, 3.0]]))  # both ratios 3
+    advantages = torch.tensor([[-1.0, 1.0]])
+    plain = clipped_policy_loss(new, old, advantages, mask, cliprange=0.2)
+    capped = clipped_policy_loss(new, old, advantages, mask, cliprange=0.2, delta=2.0)
+    # A < 0: max(-A r, -A clip(r)) = max(3, 1.2) = 3, with delta max(2, 1.2) = 2; A > 0: clipped either way
+    assert plain.per_token.tolist()[0] == pytest.approx([3.0, -1.2])
+    assert capped.per_token.tolist()[0] == pytest.approx([2.0, -1.2])
+    with pytest.raises(ConfigError, match="algorithm.delta: 1.1 caps the unclipped ratio at or below the upper clip"):
+        resolve({"model": "tiny-random", "task": {"name": "toy"}, "algorithm": {"name": "grpo", "delta": 1.1}})
+
+
 def test_scale_rewards_divides_by_the_groups_std_the_batchs_or_nothing():
     """Rewards [1, 0 | 3, 1]: distances from the group means [0.5, -0.5, 1, -1]; group stds
     (unbiased) 0.7071 and 1.4142; the batch's std sqrt(4.75 / 3) = 1.2583."""

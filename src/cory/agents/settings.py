@@ -41,7 +41,7 @@ def objective_of(algorithm: AlgorithmConfig, ppo: PPOConfig, tis_cap: float | No
         ratio_threshold=ppo.ratio_threshold, tis_cap=tis_cap, loss_type=algorithm.loss_type,
         beta=algorithm.beta, kl_estimator=algorithm.kl_estimator, cliprange_high=algorithm.epsilon_high,
         max_new_tokens=max_new_tokens, scale_rewards=algorithm.scale_rewards,
-        sequence_ratio=algorithm.importance_sampling == "sequence")
+        sequence_ratio=algorithm.importance_sampling == "sequence", delta=algorithm.delta)
 
 
 @dataclass(frozen=True)

@@ -46,6 +46,7 @@ class Objective:
     max_new_tokens: int = 0  # dr_grpo's constant
     scale_rewards: Literal["group", "batch", "none"] = "group"  # grpo's advantage scale
     sequence_ratio: bool = False  # GSPO: one importance ratio per sequence
+    delta: float | None = None  # two-sided clipping: the unclipped ratio's cap
 
 
 @dataclass
@@ -119,7 +120,7 @@ def minibatch_loss(
         weights = torch.exp(batch.old_logprobs - batch.sampler_logprobs).clamp(max=cap).detach()
     high = objective.cliprange_high if algorithm.clipped else None
     policy = clipped_policy_loss(out.logprobs, batch.old_logprobs, batch.advantages, mask, cliprange, weights, high,
-                                 objective.sequence_ratio)
+                                 objective.sequence_ratio, objective.delta if algorithm.clipped else None)
     stats = {
         "policy_loss": policy.loss.detach(),
         "clip_fraction": policy.clip_fraction,

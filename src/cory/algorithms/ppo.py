@@ -44,11 +44,14 @@ def clipped_policy_loss(
     weights: torch.Tensor | None = None,
     cliprange_high: float | None = None,
     sequence_ratio: bool = False,
+    delta: float | None = None,
 ) -> PolicyLoss:
     """``mean(w * max(-A * r, -A * clip(r, 1 - eps, 1 + eps_high)))`` with ``r = p / p_old``
     per token, ``w`` the (detached) importance weights of a rollout correction (1 without) and
     ``eps_high`` the upper clip (clip-higher; ``cliprange`` without). With ``sequence_ratio``
     (GSPO) every token of a row takes the row's ratio ``exp(mean_t (log p - log p_old))``.
+    With ``delta`` (two-sided clipping) the unclipped term reads ``min(r, delta)``, so a token
+    of negative advantage cannot push its loss up without bound.
 
     ``approx_kl`` is ``0.5 * mean((log p - log p_old)^2)``, as in TRL.
     """
@@ -57,7 +60,7 @@ def clipped_policy_loss(
         per_row = (log_ratio * mask).sum(-1, keepdim=True) / mask.sum(-1, keepdim=True).clamp(min=1.0)
         log_ratio = per_row.expand_as(log_ratio)
     ratio = torch.exp(log_ratio)
-    unclipped = -advantages * ratio
+    unclipped = -advantages * (ratio if delta is None else ratio.clamp(max=delta))
     high = cliprange if cliprange_high is None else cliprange_high
     clipped = -advantages * torch.clamp(ratio, 1.0 - cliprange, 1.0 + high)
     per_token = torch.maximum(unclipped, clipped)

@@ -28,6 +28,16 @@ METHOD_PRESETS: dict[str, dict[str, Any]] = {
     # Group baselines: several samples per prompt.
     "rloo": {"topology": {"name": "single"}, "algorithm": {"name": "rloo"}},
     "grpo": {"topology": {"name": "single"}, "algorithm": {"name": "grpo"}},
+    # GRPO at the defaults of TRL's GRPOTrainer today: DAPO's token mean over the optimiser
+    # step, no KL anywhere (beta 0 and none in the reward), rewards scaled by the group's std,
+    # 8 samples per prompt, one pass over each batch, temperature 1, learning rate 1e-6.
+    "grpo_trl": {
+        "topology": {"name": "single"},
+        "algorithm": {"name": "grpo", "group_size": 8, "loss_type": "dapo", "beta": 0.0, "scale_rewards": "group"},
+        "ppo": {"init_kl_coef": 0.0, "adap_kl_ctrl": False, "ppo_epochs": 1, "cliprange": 0.2,
+                "learning_rate": 1e-6},
+        "generation": {"temperature": 1.0},
+    },
     # Elastic Reset (Noukhovitch et al., 2023), with the CORY rebuttal's setting.
     "elastic_reset": {
         "topology": {"name": "single"},

@@ -150,6 +150,9 @@ class AlgorithmConfig:
                       "log-ratios (GSPO; TRL's importance_sampling_level)")
     epsilon_high: float | None = option(None, gt=0, help="clip-higher (DAPO): the ratio's upper clip is "
                                                           "1 + epsilon_high; null: ppo.cliprange")
+    delta: float | None = option(None, gt=1, help="two-sided clipping (TRL's delta): the unclipped ratio is "
+                                                  "capped at delta, which bounds the loss of tokens with negative "
+                                                  "advantage; above 1 + the upper clip; null: off")
 
 
 @dataclass

@@ -70,6 +70,11 @@ def _single_agent_ignores(config: RunConfig) -> list[str]:
 def _check_loss_type(config: RunConfig) -> None:
     """TRL's loss types reduce a policy-gradient loss; Dr. GRPO's constant needs one length limit."""
     algorithm = config.algorithm
+    upper_clip = 1 + (algorithm.epsilon_high if algorithm.epsilon_high is not None else config.ppo.cliprange)
+    if algorithm.delta is not None and algorithm.delta <= upper_clip:
+        raise ConfigError(f"algorithm.delta: {algorithm.delta:g} caps the unclipped ratio at or below the upper clip "
+                          f"(1 + {upper_clip - 1:g}), so it would clip positive advantages too; set it above "
+                          f"{upper_clip:g} (TRL suggests 1 + epsilon and more) or null")
     if algorithm.loss_type is None:
         return
     if algorithm_named(algorithm.name).value_loss:
