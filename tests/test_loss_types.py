@@ -185,3 +185,45 @@ def test_mask_truncated_leaves_responses_that_hit_the_length_limit_out_of_the_lo
         return any(not torch.equal(a, p) for a, p in zip(before, agent.policy.parameters()))
 
     assert update_moves(False) and not update_moves(True)
+
+
+@pytest.mark.parametrize("logprobs", ["model", "sampler"])
+def test_at_the_first_mini_batch_the_ratio_is_one_and_the_scorer_repeats_the_samplers_logprobs(tmp_path, logprobs):
+    """Sampled at temperature 0.7 with top-k 20 and top-p 0.9 (hf engine): the log-probs the
+    update recomputes equal those the sampler recorded to 1e-5, under either meaning of
+    ``generation.logprobs``, and the first mini-batch's policy/old ratio is 1."""
+    config = resolve({"model": "tiny-random", "device": "cpu", "seed": 0, "method": "grpo", "threads": 1,
+                      "output_dir": str(tmp_path), "task": {"name": "toy"},
+                      "generation": {"max_new_tokens": 8, "temperature": 0.7, "top_k": 20, "top_p": 0.9,
+                                     "logprobs": logprobs},
+                      "algorithm": {"group_size": 2},
+                      "ppo": {"batch_size": 8, "mini_batch_size": 8, "ppo_epochs": 1}})
+    (agent,) = build_agents(config)
+    agent.generate(GenerateRequest([f"prompt {i}" for i in range(4) for _ in range(2)], step=0))
+    rollout = agent.held.rollouts[0]
+    mask = rollout.response_mask.bool()
+    assert torch.allclose(rollout.sampler_logprobs[mask], rollout.logprobs[mask], atol=1e-5)
+    stats = agent.update([float(i % 2) for i in range(8)], step=0)  # one mini-batch: the ratio before any step
+    assert stats["ratio"] == pytest.approx(1.0, abs=1e-6)
+
+
+def test_the_model_and_the_sampler_logprobs_differ_under_filters(tmp_path):
+    """The check above can fail: with top-k/top-p on, the model's log-probs (TRL's meaning) are
+    not those of the distribution the tokens were drawn from (renormalised over fewer tokens)."""
+    def sampled(logprobs):
+        config = resolve({"model": "tiny-random", "device": "cpu", "seed": 0, "method": "grpo", "threads": 1,
+                          "output_dir": str(tmp_path / logprobs), "task": {"name": "toy"},
+                          "generation": {"max_new_tokens": 8, "temperature": 0.7, "top_k": 20, "top_p": 0.9,
+                                         "logprobs": logprobs},
+                          "algorithm": {"group_size": 2}, "ppo": {"batch_size": 8, "mini_batch_size": 8}})
+        (agent,) = build_agents(config)
+        agent.generate(GenerateRequest([f"prompt {i}" for i in range(4) for _ in range(2)], step=0))
+        return agent.held.rollouts[0]
+    model, sampler = sampled("model"), sampled("sampler")
+    assert torch.equal(model.response_ids, sampler.response_ids)  # the same draws
+    mask = model.response_mask.bool()
+    gap = (sampler.sampler_logprobs - model.sampler_logprobs)[mask]
+    assert (gap >= -1e-6).all() and gap.max() > 1e-3  # renormalised over fewer tokens: never less likely
+    with pytest.raises(ConfigError, match="generation.logprobs: sampler recomputes .* generation.repetition_penalty"):
+        resolve({"model": "tiny-random", "task": {"name": "toy"},
+                 "generation": {"logprobs": "sampler", "repetition_penalty": 1.2}})

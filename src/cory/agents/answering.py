@@ -16,7 +16,7 @@ from transformers import PreTrainedTokenizerBase
 from cory.agents.engine_sampling import logprob_gap, sample_on_engine
 from cory.agents.learner import LearnerState
 from cory.agents.prompts import PromptEncoder
-from cory.agents.sampling import length_budgets, sampling_settings
+from cory.agents.sampling import length_budgets, sampling_settings, scoring_filters
 from cory.agents.settings import AgentSettings
 from cory.algorithms.kl import kl_per_token
 from cory.batches import Rollout, SampledBatch
@@ -129,11 +129,12 @@ class Answerer:
         reference = self._score_reference(query_ids, query_mask, response_ids, response_mask)
         logprobs, values, policy_logits, gap = generated.logprobs, generated.values, None, None
         if not settings.fast.scores_from_generation:
+            top_k, top_p = scoring_filters(gen)
             with torch.inference_mode():
                 out = self.policy(query_ids, query_mask, response_ids, response_mask,
                                   with_entropy=False, temperature=gen.temperature,
                                   head_on_response_only=settings.fast.head_on_response_only,
-                                  with_values=settings.uses_values)
+                                  with_values=settings.uses_values, top_k=top_k, top_p=top_p)
             logprobs, values, policy_logits = out.logprobs * mask, out.values * mask, out.logits
             if self.engine is not None:
                 gap = logprob_gap(generated.logprobs, logprobs, mask, sampling_settings(gen, request.greedy))

@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 from cory.agents.learner import LearnerState
+from cory.agents.sampling import scoring_filters
 from cory.agents.settings import AgentSettings
 from cory.algorithms.loss_reduction import StepSize
 from cory.algorithms.objective import Targets, minibatch_loss
@@ -50,6 +51,7 @@ class MinibatchSteps:
         sums: dict[str, float] = {}
         size = self._step_size(rollout, group)
         normalised = settings.objective.loss_type is not None  # each part already carries the step's normaliser
+        top_k, top_p = scoring_filters(settings.generation)
         for rows in group:
             share, rows = self._share_of(rollout, rows)
             batch = MiniBatch.take(rollout, rows.to(self.device), targets.advantages, targets.returns,
@@ -59,7 +61,7 @@ class MinibatchSteps:
                                   batch.response_mask, with_entropy=True,
                                   temperature=settings.generation.temperature,
                                   head_on_response_only=settings.fast.head_on_response_only,
-                                  with_values=settings.uses_values)
+                                  with_values=settings.uses_values, top_k=top_k, top_p=top_p)
             everywhere = self._over_ranks(share)
             loss, loss_stats = minibatch_loss(settings.objective, out, batch, everywhere, size)
             if not torch.isfinite(loss):

@@ -13,7 +13,13 @@ def sampling_settings(gen: GenerationConfig, greedy: bool) -> SamplingSettings:
     """The ``generation:`` section as the sampler reads it; ``greedy`` for evaluation."""
     return SamplingSettings(gen.max_new_tokens, gen.min_new_tokens, gen.temperature,
                             gen.top_k, gen.top_p, gen.repetition_penalty, greedy=greedy,
-                            penalise_padding=gen.penalise_padding)
+                            penalise_padding=gen.penalise_padding, filtered_logprobs=gen.logprobs == "sampler")
+
+
+def scoring_filters(gen: GenerationConfig) -> tuple[int, float]:
+    """``(top_k, top_p)`` the scorer applies to recompute log-probs: the sampler's under
+    ``generation.logprobs: sampler``, none (0, 1) under ``model``."""
+    return (gen.top_k, gen.top_p) if gen.logprobs == "sampler" else (0, 1.0)
 
 
 def length_budgets(gen: GenerationConfig, seed: int, agent: int, batch: int, step: int,

@@ -52,6 +52,11 @@ class GenerationConfig:
     temperature: float = option(1.0, gt=0)
     top_k: int = option(0, ge=0, help="0 switches top-k off")
     top_p: float = option(1.0, gt=0, le=1)
+    logprobs: Literal["model", "sampler"] = option(
+        "model", help="the log-probs the update's ratio and KL read: model: the model's distribution at the "
+                      "temperature (TRL, verl; the sampler's top-k/top-p filters are ignored); sampler: the "
+                      "distribution each token was drawn from, top-k/top-p filtered and renormalised, which "
+                      "the update recomputes through the same filters")
     repetition_penalty: float = option(
         1.0, gt=0, help="Hugging Face's: logits of tokens already in the prompt or response are "
                         "divided (positive) or multiplied (negative) by it; 1 switches it off")

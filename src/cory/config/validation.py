@@ -101,6 +101,20 @@ def _check_method_holds(config: RunConfig) -> None:
                           "run is PPO under another name: use method=ppo, or keep elastic_reset.enabled: true")
 
 
+def _check_sampler_logprobs(config: RunConfig) -> None:
+    """``generation.logprobs: sampler`` recomputes top-k and top-p; other reshaping it cannot."""
+    gen = config.generation
+    if gen.logprobs != "sampler":
+        return
+    reshaped = {"generation.repetition_penalty": gen.repetition_penalty != 1.0,
+                "generation.min_new_tokens": gen.min_new_tokens > 0, "generation.engine: vllm": gen.engine == "vllm"}
+    found = [key for key, on in reshaped.items() if on]
+    if found:
+        raise ConfigError(f"generation.logprobs: sampler recomputes the distribution a token was drawn from through "
+                          f"temperature, top-k and top-p only; {', '.join(found)} reshapes it in a way the update "
+                          "cannot repeat (vLLM returns the model's log-probs): use generation.logprobs: model")
+
+
 def validate(config: RunConfig) -> RunConfig:
     """Checks that involve several keys, on the config alone (no torch, no filesystem: those
     are ``cory.preflight.check_environment``'s). Returns the config for chaining."""
@@ -153,6 +167,7 @@ def validate(config: RunConfig) -> RunConfig:
     _check_rounds_and_credit(config)
     _check_method_holds(config)
     _check_loss_type(config)
+    _check_sampler_logprobs(config)
     for name in config.log.report_to:
         if name not in TRACKERS:
             raise ConfigError(f"log.report_to: unknown tracker {name!r}; choose from {', '.join(TRACKERS)}")

@@ -28,6 +28,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase, StaticCache
 
 from cory.batches import SampledBatch
 from cory.errors import ConfigError, CoryError, NumericFault
+from cory.models.filters import filter_logits as filter_by
 from cory.models.policy import ValueHead, token_logprobs
 
 
@@ -68,22 +69,12 @@ class SamplingSettings:
     repetition_penalty: float = 1.0
     greedy: bool = False
     penalise_padding: bool = False  # the prompt's left padding counts as seen by the penalty
+    filtered_logprobs: bool = False  # record log-probs of the filtered distribution (logprobs: sampler)
 
 
 def filter_logits(logits: torch.Tensor, settings: SamplingSettings) -> torch.Tensor:
     """Apply temperature, top-k and top-p (nucleus) filtering to ``[batch, vocab]`` logits."""
-    logits = logits / settings.temperature
-    if 0 < settings.top_k < logits.shape[-1]:
-        kth = torch.topk(logits, settings.top_k, dim=-1).values[:, -1:]
-        logits = logits.masked_fill(logits < kth, float("-inf"))
-    if settings.top_p < 1.0:
-        sorted_logits, order = torch.sort(logits, descending=True, dim=-1)
-        cumulative = torch.softmax(sorted_logits, dim=-1).cumsum(-1)
-        # Drop a token once the mass before it already reaches top_p; the first always stays.
-        drop_sorted = (cumulative - torch.softmax(sorted_logits, dim=-1)) >= settings.top_p
-        drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
-        logits = logits.masked_fill(drop, float("-inf"))
-    return logits
+    return filter_by(logits, settings.temperature, settings.top_k, settings.top_p)
 
 
 def penalise_repetition(logits: torch.Tensor, seen: torch.Tensor, penalty: float) -> torch.Tensor:
@@ -196,13 +187,16 @@ def sample(
         candidates = penalise_repetition(logits, seen, settings.repetition_penalty) if penalise else logits.clone()
         if step < settings.min_new_tokens:
             candidates[:, stop] = float("-inf")
+        filtered = None
         if settings.greedy:
             token = candidates.argmax(-1)
         else:
-            probs = torch.softmax(filter_logits(candidates, settings), dim=-1)
-            token = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+            filtered = filter_logits(candidates, settings)
+            token = torch.multinomial(torch.softmax(filtered, dim=-1), 1, generator=generator).squeeze(-1)
         token = torch.where(finished, torch.full_like(token, pad_id), token)
-        logprobs.append(token_logprobs(logits / settings.temperature, token))
+        drawn_from = filtered if settings.filtered_logprobs and filtered is not None else logits / settings.temperature
+        # A finished row's padding may lie outside the filter: its (masked) log-prob is 0, not -inf.
+        logprobs.append(torch.where(finished, 0.0, token_logprobs(drawn_from, token)))
         tokens.append(token)
         masks.append(~finished)
         if penalise:

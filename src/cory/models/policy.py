@@ -14,6 +14,7 @@ from torch import nn
 from transformers import PreTrainedModel
 
 from cory.errors import ConfigError
+from cory.models.filters import filtered_keeping
 
 VALUE_HEAD_FILE = "value_head.safetensors"
 
@@ -84,12 +85,14 @@ class Policy(nn.Module):
         temperature: float = 1.0,
         head_on_response_only: bool = True,
         with_values: bool = True,
+        top_k: int = 0,
+        top_p: float = 1.0,
     ) -> PolicyOutput:
         """Score a left-padded query followed by a right-padded response in one pass."""
         return score_sequences(self.lm, query_ids, query_mask, response_ids, response_mask,
                                value_head=self.value_head if with_values else None,
-                               with_entropy=with_entropy,
-                               temperature=temperature, head_on_response_only=head_on_response_only)
+                               with_entropy=with_entropy, temperature=temperature,
+                               head_on_response_only=head_on_response_only, top_k=top_k, top_p=top_p)
 
     def save_value_head(self, folder: Path) -> None:
         save_file({k: v.detach().cpu().contiguous() for k, v in self.value_head.state_dict().items()},
@@ -122,8 +125,13 @@ def score_sequences(
     with_entropy: bool = False,
     temperature: float = 1.0,
     head_on_response_only: bool = True,
+    top_k: int = 0,
+    top_p: float = 1.0,
 ) -> PolicyOutput:
-    """Log-probs (and optionally values and entropy) of the response tokens under ``lm``.
+    """Log-probs (and optionally values and entropy) of the response tokens under ``lm`` at
+    ``temperature``; with ``top_k`` or ``top_p`` the log-probs are the filtered distribution's,
+    renormalised, each response token kept in it (``generation.logprobs: sampler``). Entropy
+    and the returned logits stay the model's at the temperature.
 
     With ``head_on_response_only`` only the ``R + 1`` last positions go through the LM head
     (``logits_to_keep``), which matters for large vocabularies.
@@ -142,7 +150,10 @@ def score_sequences(
     logits = out.logits[:, -(n_response + 1):-1]
     if temperature != 1.0:
         logits = logits / temperature
-    logprobs = token_logprobs(logits, response_ids)
+    if top_k or top_p < 1.0:
+        logprobs = token_logprobs(filtered_keeping(logits, response_ids, 1.0, top_k, top_p), response_ids)
+    else:
+        logprobs = token_logprobs(logits, response_ids)
     values = torch.zeros_like(logprobs)
     if value_head is not None:
         hidden = out.hidden_states[-1][:, -(n_response + 1):-1]
