@@ -116,7 +116,8 @@ class Answerer:
         with_values = settings.fast.scores_from_generation and settings.uses_values
         return sample(self.policy.lm, query_ids, query_mask, how, self.stop_ids, self.tokenizer.pad_token_id,
                       generator=sampler, value_head=self.policy.value_head if with_values else None,
-                      max_new_per_row=budgets, stop_strings=self.stop_strings, decoder=self.decoder)
+                      max_new_per_row=budgets, stop_strings=self.stop_strings, decoder=self.decoder,
+                      share_prompts=settings.fast.shared_prompts)
 
     def _score_rows(self, request: GenerateRequest, generated: SampledBatch) -> tuple[Rollout, float | None]:
         """The rollout of sampled rows: the reference's log-probs and the KL, and the policy's
@@ -134,7 +135,8 @@ class Answerer:
                 out = self.policy(query_ids, query_mask, response_ids, response_mask,
                                   with_entropy=False, temperature=gen.temperature,
                                   head_on_response_only=settings.fast.head_on_response_only,
-                                  with_values=settings.uses_values, top_k=top_k, top_p=top_p)
+                                  with_values=settings.uses_values, top_k=top_k, top_p=top_p,
+                                  share_prompts=settings.fast.shared_prompts)
             logprobs, values, policy_logits = out.logprobs * mask, out.values * mask, out.logits
             if self.engine is not None:
                 gap = logprob_gap(generated.logprobs, logprobs, mask, sampling_settings(gen, request.greedy))
@@ -149,10 +151,10 @@ class Answerer:
     def _score_reference(self, query_ids: torch.Tensor, query_mask: torch.Tensor,
                          response_ids: torch.Tensor, response_mask: torch.Tensor) -> PolicyOutput:
         """The KL anchor: the frozen reference, or (Elastic Reset option) the policy's EMA."""
-        temperature = self.settings.generation.temperature
+        temperature, shared = self.settings.generation.temperature, self.settings.fast.shared_prompts
         if self.learner.elastic is not None and self.settings.elastic_reset.kl_reference == "ema":
             with self.learner.elastic.ema_weights(), torch.inference_mode():
                 return score_sequences(self.policy.lm, query_ids, query_mask, response_ids,
-                                       response_mask, temperature=temperature)
+                                       response_mask, temperature=temperature, share_prompts=shared)
         return self.reference.score(query_ids, query_mask, response_ids, response_mask,
-                                    temperature=temperature)
+                                    temperature=temperature, share_prompts=shared)

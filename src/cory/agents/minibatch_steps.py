@@ -61,7 +61,8 @@ class MinibatchSteps:
                                   batch.response_mask, with_entropy=True,
                                   temperature=settings.generation.temperature,
                                   head_on_response_only=settings.fast.head_on_response_only,
-                                  with_values=settings.uses_values, top_k=top_k, top_p=top_p)
+                                  with_values=settings.uses_values, top_k=top_k, top_p=top_p,
+                                  share_prompts=settings.fast.shared_prompts)
             everywhere = self._over_ranks(share)
             loss, loss_stats = minibatch_loss(settings.objective, out, batch, everywhere, size)
             if not torch.isfinite(loss):

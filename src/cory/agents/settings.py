@@ -11,14 +11,15 @@ from cory.config.schema import AlgorithmConfig, ElasticResetConfig, GenerationCo
 
 @dataclass(frozen=True)
 class FastPath:
-    """The four speed-ups ``ppo.fast_path`` switches together. Each gives the same numbers as
-    the straightforward path (tests compare them); they are separate here so the code says
-    which one it relies on."""
+    """The speed-ups ``ppo.fast_path`` switches together (``shared_prompts`` only with
+    ``ppo.share_prompts`` too). Each gives the same numbers as the straightforward path (tests
+    compare them); they are separate here so the code says which one it relies on."""
 
     scores_from_generation: bool  # log-probs and values kept from sampling, no second forward
     trim_padding: bool            # each mini-batch cut to its longest prompt and response
     head_on_response_only: bool   # the LM head and value head run on response positions only
     fused_adamw: bool             # AdamW's fused kernel
+    shared_prompts: bool          # rows that repeat a prompt run it once (generation and scoring)
 
     @classmethod
     def of(cls, ppo: PPOConfig, engine: str = "hf") -> FastPath:
@@ -26,7 +27,8 @@ class FastPath:
         # kl_penalty 'full' needs the whole policy distribution, which sampling does not keep;
         # a vLLM engine keeps no values, and its log-probs are not the trained policy's.
         return cls(scores_from_generation=on and ppo.kl_penalty != "full" and engine == "hf",
-                   trim_padding=on, head_on_response_only=on, fused_adamw=on)
+                   trim_padding=on, head_on_response_only=on, fused_adamw=on,
+                   shared_prompts=on and ppo.share_prompts)
 
 
 def objective_of(algorithm: AlgorithmConfig, ppo: PPOConfig, tis_cap: float | None = None,

@@ -35,7 +35,7 @@ METHOD_PRESETS: dict[str, dict[str, Any]] = {
         "topology": {"name": "single"},
         "algorithm": {"name": "grpo", "group_size": 8, "loss_type": "dapo", "beta": 0.0, "scale_rewards": "group"},
         "ppo": {"init_kl_coef": 0.0, "adap_kl_ctrl": False, "ppo_epochs": 1, "cliprange": 0.2,
-                "learning_rate": 1e-6},
+                "learning_rate": 1e-6, "share_prompts": True},
         "generation": {"temperature": 1.0},
     },
     # Elastic Reset (Noukhovitch et al., 2023), with the CORY rebuttal's setting.

@@ -115,6 +115,10 @@ class PPOConfig:
         True, help="numerically equivalent speed-ups: log-probs and values from generation, "
                    "padding trimmed per mini-batch, LM head on response positions only, fused "
                    "AdamW; false runs the straightforward reference path")
+    share_prompts: bool = option(
+        False, help="rows that repeat a prompt (grpo and rloo groups) run it once when sampling and scoring: "
+                    "faster, equal to the one-pass path to float rounding but not bit for bit, so off by "
+                    "default (runs recorded before it reproduce exactly); needs fast_path")
     compile: bool = option(
         False, help="torch.compile the policy forward of the update (dynamic shapes): a one-off "
                     "compile of minutes, then faster updates; on CPU it needs a C++ compiler")

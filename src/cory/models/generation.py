@@ -30,6 +30,7 @@ from cory.batches import SampledBatch
 from cory.errors import ConfigError, CoryError, NumericFault
 from cory.models.filters import filter_logits as filter_by
 from cory.models.policy import ValueHead, token_logprobs
+from cory.models.shared_prompts import DistinctPrompts
 
 
 STATIC_BUCKET = 64
@@ -119,6 +120,31 @@ class StopStrings:
         return text[: min(positions)] if positions else text
 
 
+@dataclass
+class Prefilled:
+    """The prefill's last-position logits and hidden states, and its cache, one row per prompt row."""
+
+    logits: torch.Tensor
+    hidden_states: tuple[torch.Tensor, ...] | None
+    cache: Any
+
+
+def prefill(lm: PreTrainedModel, query_ids: torch.Tensor, attention: torch.Tensor, positions: torch.Tensor,
+            hidden: bool, share_prompts: bool) -> Any:
+    """The prompts' forward pass into a fresh dynamic cache; with ``share_prompts`` each
+    distinct prompt runs once and its cache, logits and hidden states go to every row."""
+    distinct = DistinctPrompts.of(query_ids, attention) if share_prompts else None
+    if distinct is None:
+        return lm(input_ids=query_ids, attention_mask=attention, position_ids=positions, use_cache=True,
+                  logits_to_keep=1, output_hidden_states=hidden)
+    first, of_row = distinct.first, distinct.of_row
+    out = lm(input_ids=query_ids[first], attention_mask=attention[first], position_ids=positions[first],
+             use_cache=True, logits_to_keep=1, output_hidden_states=hidden)
+    out.cache.batch_select_indices(of_row)
+    states = tuple(state[of_row] for state in out.hidden_states) if hidden else None
+    return Prefilled(out.logits[of_row], states, out.cache)
+
+
 @torch.no_grad()
 def sample(
     lm: PreTrainedModel,
@@ -132,13 +158,15 @@ def sample(
     max_new_per_row: torch.Tensor | None = None,
     stop_strings: StopStrings | None = None,
     decoder: Decoder | None = None,
+    share_prompts: bool = False,
 ) -> SampledBatch:
     """Sample continuations of a left-padded batch of prompts.
 
     ``max_new_per_row`` optionally gives each row its own token budget (a length sampler);
     it must not exceed ``settings.max_new_tokens``. A row ends at a stop token, at a stop
     string (the token completing it is kept), or at its budget. ``decoder`` picks the
-    decode loop (default: the dynamic cache).
+    decode loop (default: the dynamic cache). With ``share_prompts`` (dynamic cache) rows that
+    repeat a prompt prefill it once and share its cache.
     """
     decoder = decoder or Decoder()
     batch = query_ids.shape[0]
@@ -170,8 +198,7 @@ def sample(
                  use_cache=True, logits_to_keep=1, output_hidden_states=hidden)
     else:
         attention = query_mask.clone()
-        out = lm(input_ids=query_ids, attention_mask=attention, position_ids=positions, use_cache=True,
-                 logits_to_keep=1, output_hidden_states=hidden)
+        out = prefill(lm, query_ids, attention, positions, hidden, share_prompts)
         cache = out.cache
     penalise = settings.repetition_penalty != 1.0
     if penalise:

@@ -15,6 +15,7 @@ from transformers import PreTrainedModel
 
 from cory.errors import ConfigError
 from cory.models.filters import filtered_keeping
+from cory.models.shared_prompts import DistinctPrompts
 
 VALUE_HEAD_FILE = "value_head.safetensors"
 
@@ -87,12 +88,14 @@ class Policy(nn.Module):
         with_values: bool = True,
         top_k: int = 0,
         top_p: float = 1.0,
+        share_prompts: bool = False,
     ) -> PolicyOutput:
         """Score a left-padded query followed by a right-padded response in one pass."""
         return score_sequences(self.lm, query_ids, query_mask, response_ids, response_mask,
                                value_head=self.value_head if with_values else None,
                                with_entropy=with_entropy, temperature=temperature,
-                               head_on_response_only=head_on_response_only, top_k=top_k, top_p=top_p)
+                               head_on_response_only=head_on_response_only, top_k=top_k, top_p=top_p,
+                               share_prompts=share_prompts)
 
     def save_value_head(self, folder: Path) -> None:
         save_file({k: v.detach().cpu().contiguous() for k, v in self.value_head.state_dict().items()},
@@ -127,6 +130,7 @@ def score_sequences(
     head_on_response_only: bool = True,
     top_k: int = 0,
     top_p: float = 1.0,
+    share_prompts: bool = False,
 ) -> PolicyOutput:
     """Log-probs (and optionally values and entropy) of the response tokens under ``lm`` at
     ``temperature``; with ``top_k`` or ``top_p`` the log-probs are the filtered distribution's,
@@ -134,20 +138,26 @@ def score_sequences(
     and the returned logits stay the model's at the temperature.
 
     With ``head_on_response_only`` only the ``R + 1`` last positions go through the LM head
-    (``logits_to_keep``), which matters for large vocabularies.
+    (``logits_to_keep``), which matters for large vocabularies. With ``share_prompts`` rows
+    that repeat a prompt run it once (``shared_prompts``).
     """
     n_response = response_ids.shape[1]
-    input_ids = torch.cat([query_ids, response_ids], dim=1)
     attention_mask = torch.cat([query_mask, response_mask], dim=1)
-    out = lm(
-        input_ids=input_ids,
-        attention_mask=attention_mask,
-        position_ids=position_ids_for(attention_mask),
-        logits_to_keep=n_response + 1 if head_on_response_only else 0,
-        output_hidden_states=value_head is not None,
-        use_cache=False,
-    )
-    logits = out.logits[:, -(n_response + 1):-1]
+    distinct = DistinctPrompts.of(query_ids, query_mask) if share_prompts else None
+    if distinct is not None:
+        logits, hidden = _scored_with_shared_prompts(lm, query_ids, query_mask, response_ids, attention_mask,
+                                                     distinct, value_head is not None)
+    else:
+        out = lm(
+            input_ids=torch.cat([query_ids, response_ids], dim=1),
+            attention_mask=attention_mask,
+            position_ids=position_ids_for(attention_mask),
+            logits_to_keep=n_response + 1 if head_on_response_only else 0,
+            output_hidden_states=value_head is not None,
+            use_cache=False,
+        )
+        logits = out.logits[:, -(n_response + 1):-1]
+        hidden = out.hidden_states[-1][:, -(n_response + 1):-1] if value_head is not None else None
     if temperature != 1.0:
         logits = logits / temperature
     if top_k or top_p < 1.0:
@@ -155,11 +165,31 @@ def score_sequences(
     else:
         logprobs = token_logprobs(logits, response_ids)
     values = torch.zeros_like(logprobs)
-    if value_head is not None:
-        hidden = out.hidden_states[-1][:, -(n_response + 1):-1]
+    if value_head is not None and hidden is not None:
         values = value_head(hidden).float()
     entropy = None
     if with_entropy:
         with torch.no_grad():
             entropy = entropy_from_logits(logits.detach())
     return PolicyOutput(logprobs, values, entropy, logits)
+
+
+def _scored_with_shared_prompts(lm: PreTrainedModel, query_ids: torch.Tensor, query_mask: torch.Tensor,
+                                response_ids: torch.Tensor, attention_mask: torch.Tensor, distinct: DistinctPrompts,
+                                with_hidden: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The logits (and last hidden states) that predict each response token: the distinct
+    prompts in one pass whose cache is gathered to every row, then the responses on it."""
+    positions = position_ids_for(attention_mask)
+    width = query_ids.shape[1]
+    prompt = lm(input_ids=query_ids[distinct.first], attention_mask=query_mask[distinct.first],
+                position_ids=positions[distinct.first, :width], use_cache=True, logits_to_keep=1,
+                output_hidden_states=with_hidden)
+    cache = prompt.cache
+    cache.batch_select_indices(distinct.of_row)
+    out = lm(input_ids=response_ids, attention_mask=attention_mask, position_ids=positions[:, width:], cache=cache,
+             use_cache=True, output_hidden_states=with_hidden)
+    logits = torch.cat([prompt.logits[distinct.of_row][:, -1:], out.logits[:, :-1]], dim=1)
+    if not with_hidden:
+        return logits, None
+    hidden = torch.cat([prompt.hidden_states[-1][distinct.of_row][:, -1:], out.hidden_states[-1][:, :-1]], dim=1)
+    return logits, hidden

@@ -27,10 +27,11 @@ class Reference:
 
     @torch.inference_mode()
     def score(self, query_ids: torch.Tensor, query_mask: torch.Tensor, response_ids: torch.Tensor,
-              response_mask: torch.Tensor, temperature: float = 1.0) -> PolicyOutput:
+              response_mask: torch.Tensor, temperature: float = 1.0,
+              share_prompts: bool = False) -> PolicyOutput:
         with self._context():
             return score_sequences(self.lm, query_ids, query_mask, response_ids, response_mask,
-                                   temperature=temperature)
+                                   temperature=temperature, share_prompts=share_prompts)
 
 
 def frozen_reference(lm: PreTrainedModel) -> Reference:
