@@ -83,3 +83,19 @@ def test_moe_keeps_the_higher_value_answer():
     assert winners.tolist() == [1, 0, 1]
     rewards = torch.tensor([[1.0, 2.0, 3.0], [10.0, 20.0, 30.0]])
     assert gather_selected(rewards, winners).tolist() == [10.0, 2.0, 30.0]
+
+
+def test_every_topology_keeps_the_facts_the_config_checks_read():
+    import typing
+
+    from cory.config.schema import TopologyConfig
+    from cory.config.topologies import DEFAULT_AGENTS, TOPOLOGIES
+
+    names = typing.get_args(typing.get_type_hints(TopologyConfig)["name"])
+    assert set(names) == set(TOPOLOGIES)
+    for name, facts in TOPOLOGIES.items():
+        topology = build_topology(name, facts.fixed_agents or DEFAULT_AGENTS, edge_prob=0.5, seed=0)
+        if facts.fixed_agents is not None:
+            assert topology.n_roles == facts.fixed_agents, name
+        if facts.edges_within_round is not None:
+            assert bool(topology.edges()) == facts.edges_within_round, name

@@ -14,6 +14,7 @@ import yaml
 
 from cory.algorithms.registry import AlgorithmName
 from cory.config.methods import METHODS
+from cory.config.topologies import DEFAULT_AGENTS, TOPOLOGIES
 from cory.config.tree import option, to_dict
 from cory.redaction import redacted
 from cory.trackers import installed_trackers
@@ -403,10 +404,10 @@ class RunConfig:
 
 
 def n_agents_of(topology: TopologyConfig) -> int:
-    fixed = {"single": 1, "pioneer_observer": 2}
-    if topology.name in fixed:
-        return fixed[topology.name]
-    return topology.n_agents if topology.n_agents is not None else 3
+    fixed = TOPOLOGIES[topology.name].fixed_agents
+    if fixed is not None:
+        return fixed
+    return topology.n_agents if topology.n_agents is not None else DEFAULT_AGENTS
 
 
 def config_to_yaml(config: RunConfig) -> str:

@@ -10,6 +10,7 @@ import string
 from cory.algorithms.registry import algorithm_named
 from cory.config.methods import METHOD_PRESETS
 from cory.config.schema import PPOConfig, RunConfig
+from cory.config.topologies import TOPOLOGIES
 from cory.errors import ConfigError
 from cory.models.specs import check_spec_syntax
 from cory.trackers import TRACKERS
@@ -132,10 +133,11 @@ def validate(config: RunConfig) -> RunConfig:
             f"ppo.batch_size ({ppo.batch_size}) must be a multiple of algorithm.group_size "
             f"({config.algorithm.group_size}) for {config.algorithm.name}")
     topo = config.topology
-    if topo.name in ("single", "pioneer_observer") and topo.n_agents not in (None, config.n_agents):
+    facts = TOPOLOGIES[topo.name]
+    if facts.fixed_agents is not None and topo.n_agents not in (None, config.n_agents):
         raise ConfigError(f"topology.n_agents: '{topo.name}' has exactly {config.n_agents} "
                           f"agent(s), got {topo.n_agents}; remove the key or pick another topology")
-    if topo.name not in ("single",) and config.n_agents < 2:
+    if facts.fixed_agents != 1 and config.n_agents < 2:
         raise ConfigError(f"topology.n_agents: '{topo.name}' needs at least 2 agents, got {config.n_agents}")
     if config.n_agents > 16:
         raise ConfigError(f"topology.n_agents: at most 16 agents are supported, got {config.n_agents}")
@@ -233,7 +235,7 @@ def _check_rounds_and_credit(config: RunConfig) -> None:
                           f"'{config.task.name}' does not have; use it with {' or '.join(EXACT_ANSWER_TASKS)}, "
                           "or set topology.answer: last")
     if collective.credit == "difference":
-        if topo.name in ("single", "independent") and topo.rounds == 1:
+        if TOPOLOGIES[topo.name].edges_within_round is False and topo.rounds == 1:
             raise ConfigError(f"collective.credit: difference credits a turn with what its answer changed in the "
                               f"turns that see it, and topology '{topo.name}' with topology.rounds: 1 has no "
                               "such edges; set topology.rounds: 2 or more, pick a topology with edges, or "
