@@ -142,8 +142,8 @@ def _turns(episode: Episode, kind: SummaryKind) -> dict[str, float]:
     per_round = episode.task_rewards.view(topology.rounds, topology.n_roles, -1)
     metrics = {f"round{r}/task_reward": per_round[r].mean().item() for r in range(topology.rounds)}
     for turn, name in enumerate(topology.turn_names()):
-        metrics.update({f"{name}/{key}": value
-                        for key, value in kind.answer_metrics(episode.replies[turn], episode.task_rewards[turn]).items()})
+        answers = kind.answer_metrics(episode.replies[turn], episode.task_rewards[turn])
+        metrics.update({f"{name}/{key}": value for key, value in answers.items()})
     return metrics
 
 
