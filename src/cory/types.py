@@ -36,6 +36,15 @@ class GenerateRequest:
     budgets: list[int] | None = None
     round: int = 0
     stream: str = ""
+    prompt_ids: list[list[int]] | None = None  # token in: the prompts as ids, used as they are
+
+    def __post_init__(self) -> None:
+        if (self.prompt_ids is None) == (not self.prompts):
+            raise ValueError("a GenerateRequest holds prompts as text or as prompt_ids, one of the two")
+
+    @property
+    def rows(self) -> int:
+        return len(self.prompt_ids) if self.prompt_ids is not None else len(self.prompts)
 
     @property
     def random_stream(self) -> str:
@@ -55,6 +64,7 @@ class Reply:
     prompts_truncated: int
     prompt_length: float = 0.0  # mean prompt tokens after truncation
     seconds: dict[str, float] = field(default_factory=dict)
+    response_ids: list[list[int]] = field(default_factory=list)  # token out: each response's sampled ids
 
 
 # An agent's update statistics: metric name -> value (a fault reason is a string).

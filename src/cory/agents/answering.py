@@ -48,8 +48,12 @@ class Answerer:
         """The reply to ``request``, its rollout, and the engine's worst log-prob gap."""
         settings = self.settings
         started = time.perf_counter()
-        encoded = self.prompts.encode(request.prompts, self.device)
-        rows = len(request.prompts)
+        if request.prompt_ids is None:
+            encoded = self.prompts.encode(request.prompts, self.device)
+        else:
+            encoded = self.prompts.padded(request.prompt_ids, [f"of {len(ids)} ids" for ids in request.prompt_ids],
+                                          self.device)
+        rows = request.rows
         budgets = self._token_budgets(rows, request)
         # Created on the model's device: torch.multinomial needs its generator there.
         sampler = generator("sample", settings.seed, request.step, self.index, request.random_stream,
@@ -74,9 +78,8 @@ class Answerer:
             seconds["reference"] += started - sampled_at
         rollout = Rollout.concat(parts)
         lengths = rollout.response_mask.sum(-1).tolist()
-        texts = self.tokenizer.batch_decode(
-            [ids[:n] for ids, n in zip(rollout.response_ids.tolist(), lengths)],
-            skip_special_tokens=settings.generation.skip_special_tokens)
+        response_ids = [ids[:n] for ids, n in zip(rollout.response_ids.tolist(), lengths)]
+        texts = self.tokenizer.batch_decode(response_ids, skip_special_tokens=settings.generation.skip_special_tokens)
         seconds["reference"] += time.perf_counter() - started
         reply = Reply(
             texts=[self.stop_strings.cut(text) for text in texts],
@@ -87,6 +90,7 @@ class Answerer:
             prompts_truncated=encoded.truncated,
             prompt_length=encoded.mask.sum(-1).float().mean().item(),
             seconds=seconds,
+            response_ids=response_ids,
         )
         return reply, rollout, max(gaps, default=None)
 

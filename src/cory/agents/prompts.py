@@ -49,14 +49,19 @@ class PromptEncoder:
         """Prompts over the token budget lose their start (the end carries the question)."""
         texts = [self.format(p) for p in prompts]
         encoded = self.tokenizer(texts, add_special_tokens=not self.use_chat)["input_ids"]
+        return self.padded(encoded, [repr(p) for p in prompts], device)
+
+    def padded(self, encoded: list[list[int]], names: list[str], device: torch.device) -> EncodedPrompts:
+        """Token ids as the model reads them, as they are (token in: a kept conversation is
+        never decoded and encoded again), left-truncated to the budget and left-padded."""
         truncated = sum(len(ids) > self.limit for ids in encoded)
-        encoded = [ids[-self.limit:] for ids in encoded]
-        for i, ids in enumerate(encoded):
-            if not ids:
-                raise CoryError(f"{self.owner}: prompt {i} ({prompts[i]!r}) is empty after "
+        kept = [row[-self.limit:] for row in encoded]
+        for i, row in enumerate(kept):
+            if not row:
+                raise CoryError(f"{self.owner}: prompt {i} ({names[i]}) is empty after "
                                 "tokenisation; drop empty prompts from the data")
-        width = max(len(ids) for ids in encoded)
+        width = max(len(row) for row in kept)
         pad = self.tokenizer.pad_token_id
-        ids = torch.tensor([[pad] * (width - len(x)) + x for x in encoded], device=device)
-        mask = torch.tensor([[0] * (width - len(x)) + [1] * len(x) for x in encoded], device=device)
+        ids = torch.tensor([[pad] * (width - len(x)) + x for x in kept], device=device)
+        mask = torch.tensor([[0] * (width - len(x)) + [1] * len(x) for x in kept], device=device)
         return EncodedPrompts(ids, mask, truncated)

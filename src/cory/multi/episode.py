@@ -231,4 +231,4 @@ def _scored_counterfactuals(layout: TurnLayout, replies: list[Reply], task_rewar
 def _rows(reply: Reply, rows: slice) -> Reply:
     """Some rows of a batched reply (its timings stay with the batch)."""
     return Reply(reply.texts[rows], reply.values[rows], reply.kl[rows], reply.lengths[rows],
-                 reply.hit_length_limit[rows], 0, reply.prompt_length)
+                 reply.hit_length_limit[rows], 0, reply.prompt_length, response_ids=reply.response_ids[rows])
