@@ -1,11 +1,13 @@
 """Batched sampling with a KV cache, left-padded prompts and right-padded responses.
 
-The sampler records, for every sampled token, its log-prob under the policy (the LM's
-distribution at the sampling temperature, before repetition penalty, top-k / top-p and
-min-length filtering) and the value of the state before it, so the rollout needs no second
-policy forward. Those filters shape how responses are drawn, but the policy PPO trains,
-scores in the update and compares with the reference is the LM itself, as in TRL: the
-recorded log-probs must be the ones the update recomputes, or the first PPO ratio is not 1.
+The sampler records, for every sampled token, its log-prob under the policy and the value
+of the state before it, so the rollout needs no second policy forward. By default
+(``generation.logprobs: model``, as TRL) that log-prob is the LM's distribution at the
+sampling temperature, before repetition penalty, top-k / top-p and min-length filtering:
+those filters shape how responses are drawn, but the policy PPO trains is the LM itself. With
+``logprobs: sampler`` it is the top-k / top-p filtered distribution, renormalised, the one
+the token was drawn from. Either way the recorded log-probs are the ones the update
+recomputes, or the first PPO ratio would not be 1.
 
 Two decode loops give the same tokens: the default grows a dynamic KV cache and the
 attention mask by one column per token; ``Decoder(static=True)`` preallocates the cache and
