@@ -47,7 +47,7 @@ class Conversation:
             raise CoryError("task.chat_template: the model's chat template renders a conversation differently "
                             "once it continues (an earlier turn changes), so its ids cannot be kept turn by turn; "
                             "use a template that only appends, or task.chat_template: false")
-        ended = self.tokenizer.decode(self.last_action[-1:]) if self.last_action else ""
+        ended = str(self.tokenizer.decode(self.last_action[-1:])) if self.last_action else ""
         if ended and tail.startswith(ended):  # the agent sampled the end of its turn itself
             tail = tail[len(ended):]
         self.ids = self.ids + self.tokenizer(tail, add_special_tokens=False)["input_ids"]
