@@ -74,6 +74,18 @@ def test_cli_train_end_to_end(tmp_path, capsys):
     assert (out / "final" / "agent0" / "model.safetensors").exists()
 
 
+def test_a_long_console_line_stays_one_line_when_the_output_is_not_a_terminal(tmp_path, capsys):
+    from cory.logging import RunLogger
+
+    logger = RunLogger(tmp_path, total_steps=20)
+    team = {"step": 10, "task_reward": 0.2, "kl": 3.0, "eval/task_reward": 0.102, "eval/system/task_reward": 0.031,
+            "eval/solo/task_reward": 0.05, "eval/agent1/solo/task_reward": 0.04}
+    logger.metrics(10, team)
+    logger.close()
+    (line,) = [line for line in capsys.readouterr().err.splitlines() if line]
+    assert len(line) > 80 and line.startswith("step 10: reward +0.200") and line.endswith(" s left]")
+
+
 def test_progress_shows_training_rows_and_the_final_evaluation_row_without_nan():
     status, label, done = progress_status(4, {"step": 4, "task_reward": 0.5, "kl": 1.25, "eval/task_reward": 0.25})
     # the console names a row by its step, as metrics.jsonl, events and errors do (from 0)

@@ -111,7 +111,7 @@ class RunLogger:
         self._files = {name: open(run_dir / name, "a", encoding="utf-8")
                        for name in (METRICS_FILE, SAMPLES_FILE, EVENTS_FILE)}
         self.trackers: TrackerSet | None = None
-        self.console = Console(stderr=True)
+        self.console = Console(stderr=True, soft_wrap=True)  # one line per row, however long: greppable logs
         self.pace = Pace(total_steps, start_step)
         self._progress = None
         if progress and self.console.is_terminal:
