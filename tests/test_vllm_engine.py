@@ -167,11 +167,12 @@ def greedy_texts(agent, step: int) -> list[str]:
 
 
 def our_greedy_texts(agent, step: int) -> list[str]:
-    engine, agent.engine = agent.engine, None
+    """Greedy answers from our own sampler: the agent's answerer without its engine."""
+    engine, agent.answerer.engine = agent.answerer.engine, None
     try:
         return greedy_texts(agent, step)
     finally:
-        agent.engine = engine
+        agent.answerer.engine = engine
 
 
 @needs_vllm
